@@ -1,0 +1,24 @@
+# Two commands from a fresh clone: `make conformance` (the suites on the bundled reference repository,
+# embedded Triton server) and `make test` (the harness's own tests). Both create .venv first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: conformance test venv clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+venv: $(VENV)/.installed
+
+conformance: venv
+	$(VENV)/bin/pytest suites $(ARGS)
+
+test: venv
+	$(VENV)/bin/pytest tests $(ARGS)
+
+clean:
+	rm -rf $(VENV) .cache

@@ -1,0 +1,1 @@
+"""Engines layer: one interface over ONNX Runtime, PyTorch and TensorRT, each reporting its I/O signature."""
