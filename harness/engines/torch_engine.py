@@ -1,0 +1,248 @@
+"""PyTorch engine for GPU hosts without TensorRT: runs the ONNX graph itself, node by node, with torch
+ops, in FP16 on CUDA.
+
+Why not onnx2torch: it imports torchvision at import time (for NMS/RoiAlign converters), and GPU hosts
+often have torch without a matching torchvision (shared/PLATFORM.md). Why not TorchScript from the
+ultralytics checkpoint: that needs ultralytics at build time and a second artifact to keep in step with
+the ONNX graph. Interpreting the graph keeps one source of truth; the op set is the one YOLO exports use,
+and an unknown op fails at load time with its name, not at the first request.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from harness.engines.base import EngineUnavailable, check_inputs
+from harness.engines.onnx_signature import onnx_signature
+from harness.engines.signature import Signature
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as error:
+        raise EngineUnavailable("torch is not installed (pip install '.[gpu]' on GPU hosts)") from error
+    return torch
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _pads_2d(pads: list[int]) -> tuple[int, int]:
+    top, left, bottom, right = pads
+    if top != bottom or left != right:
+        raise NotImplementedError(f"asymmetric pads {pads}")
+    return top, left
+
+
+def _ops(torch) -> dict[str, Callable]:
+    F = torch.nn.functional
+    ONNX_DTYPES = {
+        onnx.TensorProto.FLOAT: torch.float32,
+        onnx.TensorProto.FLOAT16: torch.float16,
+        onnx.TensorProto.INT64: torch.int64,
+        onnx.TensorProto.INT32: torch.int32,
+        onnx.TensorProto.BOOL: torch.bool,
+        onnx.TensorProto.UINT8: torch.uint8,
+        onnx.TensorProto.INT8: torch.int8,
+    }
+
+    def ints(t) -> list[int]:
+        return [int(v) for v in t.reshape(-1).tolist()]
+
+    def conv(a, x, w, b=None):
+        pad = _pads_2d(a.get("pads", [0, 0, 0, 0]))
+        return F.conv2d(x, w, b, stride=a.get("strides", [1, 1]), padding=pad,
+                        dilation=a.get("dilations", [1, 1]), groups=a.get("group", 1))
+
+    def maxpool(a, x):
+        if a.get("ceil_mode", 0):
+            raise NotImplementedError("MaxPool ceil_mode")
+        return F.max_pool2d(x, a["kernel_shape"], stride=a.get("strides", a["kernel_shape"]),
+                            padding=_pads_2d(a.get("pads", [0, 0, 0, 0])))
+
+    def resize(a, x, roi=None, scales=None, sizes=None):
+        mode = a.get("mode", b"nearest")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode != "nearest":
+            raise NotImplementedError(f"Resize mode {mode}")
+        if sizes is not None and sizes.numel():
+            return F.interpolate(x, size=ints(sizes)[2:], mode="nearest")
+        return F.interpolate(x, scale_factor=[float(s) for s in scales.tolist()[2:]], mode="nearest")
+
+    def reshape(a, x, shape):
+        dims = ints(shape)
+        if not a.get("allowzero", 0):
+            dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+        return x.reshape(dims)
+
+    def split(a, x, sizes=None):
+        axis = a.get("axis", 0)
+        if sizes is None:
+            sizes = a.get("split")
+            if sizes is None:
+                parts = a["num_outputs"]
+                return torch.chunk(x, parts, dim=axis)
+        elif not isinstance(sizes, list):
+            sizes = ints(sizes)
+        return torch.split(x, list(sizes), dim=axis)
+
+    def slice_(a, x, starts, ends, axes=None, steps=None):
+        starts, ends = ints(starts), ints(ends)
+        axes = ints(axes) if axes is not None else list(range(len(starts)))
+        steps = ints(steps) if steps is not None else [1] * len(starts)
+        index = [slice(None)] * x.dim()
+        for start, end, axis, step in zip(starts, ends, axes, steps):
+            if step <= 0:
+                raise NotImplementedError("Slice with step <= 0")
+            size = x.shape[axis]
+            end = min(end, size)  # INT64_MAX means "to the end"
+            index[axis] = slice(start, end, step)
+        return x[tuple(index)]
+
+    def gather(a, x, idx):
+        axis = a.get("axis", 0)
+        out = torch.index_select(x, axis, idx.reshape(-1).to(torch.int64) % x.shape[axis])
+        return out.reshape(x.shape[:axis] + idx.shape + x.shape[axis + 1:])
+
+    def unsqueeze(a, x, axes=None):
+        axes = a.get("axes") if axes is None else ints(axes)
+        for axis in sorted(ax % (x.dim() + len(axes)) for ax in axes):
+            x = x.unsqueeze(axis)
+        return x
+
+    def squeeze(a, x, axes=None):
+        if axes is None and "axes" not in a:
+            return x.squeeze()
+        axes = a.get("axes") if axes is None else ints(axes)
+        for axis in sorted((ax % x.dim() for ax in axes), reverse=True):
+            x = x.squeeze(axis)
+        return x
+
+    def constant_of_shape(a, shape):
+        value = a.get("value")
+        fill = numpy_helper.to_array(value) if value is not None else np.zeros(1, np.float32)
+        return torch.full(ints(shape), fill.reshape(-1)[0].item(), dtype=ONNX_DTYPES[value.data_type] if value is not None else torch.float32, device=shape.device)
+
+    def cast(a, x):
+        return x.to(ONNX_DTYPES[a["to"]])
+
+    def range_(a, start, limit, delta):
+        return torch.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype, device=start.device)
+
+    def expand(a, x, shape):
+        target = ints(shape)
+        ndim = max(x.dim(), len(target))
+        x = x.reshape((1,) * (ndim - x.dim()) + tuple(x.shape))
+        target = [1] * (ndim - len(target)) + target
+        return x.expand([max(s, t) for s, t in zip(x.shape, target)])
+
+    def binary(fn):
+        def run(a, x, y):
+            return fn(x, y)
+        return run
+
+    def shape(a, x):
+        dims = list(x.shape)[a.get("start", 0): a.get("end", None)]
+        return torch.tensor(dims, dtype=torch.int64, device=x.device)
+
+    return {
+        "Conv": conv,
+        "MaxPool": maxpool,
+        "Resize": resize,
+        "Reshape": reshape,
+        "Split": split,
+        "Slice": slice_,
+        "Gather": gather,
+        "Unsqueeze": unsqueeze,
+        "Squeeze": squeeze,
+        "ConstantOfShape": constant_of_shape,
+        "Cast": cast,
+        "Range": range_,
+        "Expand": expand,
+        "Shape": shape,
+        "Add": binary(torch.add),
+        "Sub": binary(torch.sub),
+        "Mul": binary(torch.mul),
+        "Div": binary(lambda x, y: torch.div(x, y, rounding_mode="trunc") if not x.is_floating_point() else x / y),
+        "Pow": binary(torch.pow),
+        "Sigmoid": lambda a, x: torch.sigmoid(x),
+        "Relu": lambda a, x: torch.relu(x),
+        "Identity": lambda a, x: x,
+        "Softmax": lambda a, x: torch.softmax(x, dim=a.get("axis", -1)),
+        "Transpose": lambda a, x: x.permute(a.get("perm", list(range(x.dim()))[::-1])),
+        "Concat": lambda a, *xs: torch.cat(xs, dim=a["axis"]),
+        "Flatten": lambda a, x: x.reshape(int(np.prod(x.shape[: a.get("axis", 1)])), -1),
+    }
+
+
+class TorchEngine:
+    """`precision="fp16"` casts float weights and activations to half (inputs and outputs stay fp32,
+    as the FP16 ONNX variant keeps them), so CUDA computes in fp16. Integer shape arithmetic stays int64."""
+
+    def __init__(self, path: str | Path, *, device: str | None = None, precision: str = "fp16", name: str | None = None):
+        torch = _torch()
+        self.torch = torch
+        if device is None:
+            if not torch.cuda.is_available():
+                raise EngineUnavailable("no CUDA device visible to torch (TorchEngine is for GPU hosts; pass device='cpu' to force)")
+            device = "cuda:0"
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise EngineUnavailable(f"torch {torch.__version__}: no CUDA device visible")
+        if precision not in ("fp32", "fp16"):
+            raise ValueError(f"TorchEngine precision must be fp32 or fp16, got {precision!r}")
+        if precision == "fp16" and device == "cpu":
+            raise ValueError("fp16 on CPU is not what this engine measures: use device='cuda' or precision='fp32'")
+        self.path = Path(path)
+        self.name = name or f"{self.path.stem}-torch"
+        self.device = device
+        self.precision = precision
+        self._float = torch.float16 if precision == "fp16" else torch.float32
+        model = onnx.load(str(self.path))
+        self._signature = onnx_signature(model)
+        self._ops = _ops(torch)
+        unknown = sorted({n.op_type for n in model.graph.node if n.op_type not in self._ops and n.op_type != "Constant"})
+        if unknown:
+            raise NotImplementedError(f"{self.path.name}: TorchEngine has no torch op for {unknown}")
+        self._consts = {init.name: self._tensor(numpy_helper.to_array(init)) for init in model.graph.initializer}
+        self._nodes = []
+        for node in model.graph.node:
+            attrs = _attrs(node)
+            if node.op_type == "Constant":
+                self._consts[node.output[0]] = self._tensor(numpy_helper.to_array(attrs["value"]))
+                continue
+            self._nodes.append((node.op_type, attrs, list(node.input), list(node.output)))
+
+    def _tensor(self, array: np.ndarray):
+        tensor = self.torch.from_numpy(np.array(array, copy=True)).to(self.device)  # ascontiguousarray would make 0-d arrays 1-d
+        return tensor.to(self._float) if tensor.is_floating_point() else tensor
+
+    @property
+    def signature(self) -> Signature:
+        return self._signature
+
+    def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        check_inputs(self._signature, inputs)
+        torch = self.torch
+        values = dict(self._consts)
+        with torch.inference_mode():
+            for name, array in inputs.items():
+                values[name] = self._tensor(array)
+            for op_type, attrs, in_names, out_names in self._nodes:
+                args = [values[n] if n else None for n in in_names]
+                result = self._ops[op_type](attrs, *args)
+                if isinstance(result, (tuple, list)):
+                    values.update(zip(out_names, result))
+                else:
+                    values[out_names[0]] = result
+            outputs = {}
+            for spec in self._signature.outputs:
+                tensor = values[spec.name]
+                outputs[spec.name] = (tensor.float() if tensor.is_floating_point() else tensor).cpu().numpy()
+        return outputs
