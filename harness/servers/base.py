@@ -1,0 +1,127 @@
+"""The one contract every launcher keeps: start on a repository, expose endpoints, stop for good."""
+
+from __future__ import annotations
+
+import abc
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.servers import wait
+
+
+class ServerStartError(RuntimeError):
+    """The server did not become ready; the message carries Triton's load errors and its log tail."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    http: str
+    grpc: str
+    metrics: str
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.http}"
+
+
+@dataclass
+class ServerSettings:
+    """What every launcher is asked for; each maps it onto its own mechanics."""
+
+    repository: Path | None = None
+    model_control: str = "explicit"  # "none" | "poll" | "explicit"
+    load_models: tuple[str, ...] = ("*",)
+    startup_timeout: float = 120.0
+    log_dir: Path | None = None
+    log_verbose: int = 0
+    shm_size: int = 512 * 1024 * 1024
+    gpus: bool = False
+    extra_args: tuple[str, ...] = field(default=())
+
+    def triton_args(
+        self, repository: str, http: int, grpc: int, metrics: int, address: str = "127.0.0.1"
+    ) -> list[str]:
+        """The tritonserver command line, identical for our binary and an NGC image. `address` is
+        0.0.0.0 only inside a container, whose ports the host publishes on 127.0.0.1."""
+        args = [
+            f"--model-repository={repository}",
+            f"--http-address={address}",
+            f"--grpc-address={address}",
+            f"--metrics-address={address}",
+            f"--http-port={http}",
+            f"--grpc-port={grpc}",
+            f"--metrics-port={metrics}",
+            f"--model-control-mode={self.model_control}",
+            # Stay up when a model fails so the repository index can tell why (not a bare exit).
+            "--exit-on-error=false",
+            "--strict-readiness=true",
+            f"--log-verbose={self.log_verbose}",
+        ]
+        if self.model_control == "explicit":
+            args += [f"--load-model={name}" for name in self.load_models]
+        if self.model_control == "poll":
+            args.append("--repository-poll-secs=2")
+        if not self.gpus:
+            args.append("--allow-gpu-metrics=false")
+        return args + list(self.extra_args)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TritonServer(abc.ABC):
+    """A started server is a context manager; stop() is idempotent and safe from signal handlers."""
+
+    kind: str = "abstract"
+
+    def __init__(self, settings: ServerSettings):
+        self.settings = settings
+        self.endpoints: Endpoints | None = None
+
+    @property
+    def controls_repository(self) -> bool:
+        """Whether load/unload through the repository API is available."""
+        return self.settings.model_control == "explicit"
+
+    @abc.abstractmethod
+    def _launch(self) -> Endpoints:
+        """Start the server and return where it listens (not yet ready)."""
+
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """False once the server process/container has exited."""
+
+    @abc.abstractmethod
+    def log_tail(self, lines: int = 60) -> str:
+        """The last lines of the server's own log."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop and reap the server; never raises for an already stopped one."""
+
+    @property
+    def log_path(self) -> Path | None:
+        return None
+
+    def start(self) -> TritonServer:
+        self.endpoints = self._launch()
+        try:
+            wait.ServerReady(self.settings.startup_timeout).wait_for(self)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __enter__(self) -> TritonServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def describe(self) -> str:
+        where = f" log: {self.log_path}" if self.log_path else ""
+        return f"{self.kind} server at http={self.endpoints.http} grpc={self.endpoints.grpc}{where}"

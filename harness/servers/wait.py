@@ -1,0 +1,93 @@
+"""Readiness as small wait objects (testcontainers' idea): a deadline, a poll interval, and a failure
+that says why — Triton's own load error from the repository index and the server log tail — rather
+than a bare timeout."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import requests
+
+if TYPE_CHECKING:
+    from harness.servers.base import TritonServer
+
+
+def repository_index(http_url: str) -> list[dict]:
+    response = requests.post(f"{http_url}/v2/repository/index", json={}, timeout=10)
+    response.raise_for_status()
+    return response.json()
+
+
+def load_errors(http_url: str) -> dict[str, str]:
+    """Model name (and version) → Triton's reason, for every model that is not READY."""
+    errors = {}
+    for entry in repository_index(http_url):
+        if entry.get("state") not in (None, "READY") or entry.get("reason"):
+            label = entry["name"] + (f" v{entry['version']}" if entry.get("version") else "")
+            errors[label] = f"{entry.get('state')}: {entry.get('reason', '')}".strip()
+    return errors
+
+
+def _failure(server: TritonServer, headline: str, errors: dict[str, str] | None = None) -> Exception:
+    from harness.servers.base import ServerStartError
+
+    lines = [headline]
+    if errors:
+        lines.append("Models that failed to load (Triton's repository index):")
+        lines += [f"  {name}: {reason}" for name, reason in sorted(errors.items())]
+    lines.append(f"--- last lines of the {server.kind} server log ---")
+    lines.append(server.log_tail())
+    return ServerStartError("\n".join(lines))
+
+
+class _Wait:
+    def __init__(self, timeout: float, interval: float = 0.25):
+        self.timeout = timeout
+        self.interval = interval
+
+    def _poll(self, server: TritonServer, condition) -> bool:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if not server.alive():
+                raise _failure(server, f"The {server.kind} Triton server exited during startup.")
+            try:
+                if condition():
+                    return True
+            except requests.RequestException:
+                pass
+            time.sleep(self.interval)
+        return False
+
+
+class ServerReady(_Wait):
+    """Live first (startup loads are done by then), then ready; not ready ⇒ name the failed models."""
+
+    def wait_for(self, server: TritonServer) -> None:
+        url = server.endpoints.http_url
+
+        def live() -> bool:
+            return requests.get(f"{url}/v2/health/live", timeout=2).status_code == 200
+
+        if not self._poll(server, live):
+            raise _failure(server, f"Triton did not become live within {self.timeout:.0f} s.")
+        if requests.get(f"{url}/v2/health/ready", timeout=5).status_code == 200:
+            return
+        raise _failure(server, "Triton is live but not ready: a model failed to load.", load_errors(url))
+
+
+class ModelReady(_Wait):
+    """A model (optionally one version) is READY; a load failure is reported at once."""
+
+    def __init__(self, model: str, version: str = "", timeout: float = 60.0):
+        super().__init__(timeout)
+        self.model = model
+        self.version = version
+
+    def wait_for(self, server: TritonServer) -> None:
+        url = server.endpoints.http_url
+        path = f"{url}/v2/models/{self.model}" + (f"/versions/{self.version}" if self.version else "")
+        if self._poll(server, lambda: requests.get(f"{path}/ready", timeout=2).status_code == 200):
+            return
+        errors = {k: v for k, v in load_errors(url).items() if k.split(" ")[0] == self.model}
+        raise _failure(server, f"Model {self.model!r} did not become ready.", errors)
