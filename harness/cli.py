@@ -7,6 +7,7 @@ import sys
 
 COMMANDS = [
     # "harness.dataset.cli",
+    "harness.engines.cli",
 ]
 
 
