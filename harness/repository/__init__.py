@@ -1,0 +1,1 @@
+"""Model repositories: config.pbtxt through the ModelConfig protobuf, scratch copies, fingerprints."""

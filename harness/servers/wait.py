@@ -4,6 +4,7 @@ than a bare timeout."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,15 @@ def load_errors(http_url: str) -> dict[str, str]:
     return errors
 
 
+# Lines after which a Triton 2.5x startup can hang instead of reporting (e.g. the Python backend
+# stub when model.py is missing): seen in the log, they end the wait at once.
+FATAL_LOG_LINES = re.compile(r"failed to load '|Failed to (?:pre)?initialize Python stub|error: creating server")
+
+
+def fatal_log_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if FATAL_LOG_LINES.search(line)]
+
+
 def _failure(server: TritonServer, headline: str, errors: dict[str, str] | None = None) -> Exception:
     from harness.servers.base import ServerStartError
 
@@ -48,9 +58,13 @@ class _Wait:
 
     def _poll(self, server: TritonServer, condition) -> bool:
         deadline = time.monotonic() + self.timeout
+        polls = 0
         while time.monotonic() < deadline:
             if not server.alive():
                 raise _failure(server, f"The {server.kind} Triton server exited during startup.")
+            polls += 1
+            if polls % 8 == 0 and (fatal := fatal_log_lines(server.log_tail(400))):
+                raise _failure(server, "Triton reported a model load failure:\n" + "\n".join(fatal))
             try:
                 if condition():
                     return True

@@ -1,0 +1,93 @@
+"""A real Triton, started each way the harness offers, serves a dynamically batched Python model over
+HTTP and gRPC with the right numbers; a broken config fails with Triton's own load error."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from harness.repository.config import read_config, write_config
+from harness.servers import ServerSettings, ServerStartError, create_server, docker_available
+from tests.conftest import write_scale_add
+
+KINDS = [
+    pytest.param("process", id="process"),
+    pytest.param("container", id="container", marks=[
+        pytest.mark.container,
+        pytest.mark.skipif(not docker_available(), reason="no Docker daemon answers"),
+    ]),
+]
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def server(request, tiny_repository):
+    with create_server(request.param, ServerSettings(repository=tiny_repository, startup_timeout=120)) as server:
+        yield server
+
+
+def _http_infer(server, x):
+    client = httpclient.InferenceServerClient(server.endpoints.http)
+    tensor = httpclient.InferInput("X", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x, binary_data=True)
+    result = client.infer("scale_add", [tensor])
+    return result.as_numpy("Y"), result.as_numpy("BATCH")
+
+
+def _grpc_infer(server, x):
+    client = grpcclient.InferenceServerClient(server.endpoints.grpc)
+    tensor = grpcclient.InferInput("X", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    result = client.infer("scale_add", [tensor])
+    return result.as_numpy("Y"), result.as_numpy("BATCH")
+
+
+@pytest.mark.parametrize("infer", [_http_infer, _grpc_infer], ids=["http", "grpc"])
+def test_inference_is_numerically_right(server, infer):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+    y, _ = infer(server, x)
+    np.testing.assert_allclose(y, 2 * x + 1, rtol=0, atol=0)
+
+
+def test_ports_bound_to_loopback(server):
+    for endpoint in (server.endpoints.http, server.endpoints.grpc, server.endpoints.metrics):
+        assert endpoint.startswith("127.0.0.1:"), endpoint
+
+
+def test_dynamic_batching_merges_concurrent_requests(server):
+    """16 one-row requests at once with a 20 ms queue delay: execute() must see batches > 1."""
+    x = np.ones((1, 4), dtype=np.float32)
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        batches = [int(b[0, 0]) for _, b in pool.map(lambda _: _grpc_infer(server, x), range(16))]
+    assert max(batches) > 1, f"every request executed alone: batch sizes {batches}"
+    stats = grpcclient.InferenceServerClient(server.endpoints.grpc).get_inference_statistics("scale_add", as_json=True)
+    model = stats["model_stats"][0]
+    assert int(model["inference_count"]) > int(model["execution_count"])
+
+
+def _invalid_output_dtype(repository):
+    model_dir = write_scale_add(repository, name="broken")
+    config = read_config(model_dir)
+    config.output[0].data_type = 0  # TYPE_INVALID: Triton's own config validation rejects it
+    write_config(model_dir, config)
+
+
+def _missing_model_file(repository):
+    write_scale_add(repository, name="broken", default_model_filename="missing.py")
+
+
+@pytest.mark.parametrize("breakage, reason", [
+    (_invalid_output_dtype, "must specify 'data_type'"),
+    (_missing_model_file, "missing.py"),  # Triton 2.51 hangs here: caught from its log
+])
+def test_broken_config_reports_tritons_load_error(tmp_path, breakage, reason):
+    repository = tmp_path / "models"
+    breakage(repository)
+    with pytest.raises(ServerStartError) as failure:
+        create_server("process", ServerSettings(repository=repository, startup_timeout=60)).start()
+    message = str(failure.value)
+    assert "broken" in message and reason in message, message
+    assert "did not become live" not in message  # Triton's reason, not a timeout
