@@ -6,7 +6,8 @@ import importlib
 import sys
 
 COMMANDS = [
-    # "harness.dataset.cli",
+    "harness.dataset.cli",
+    "harness.training",
     "harness.engines.cli",
 ]
 
