@@ -63,12 +63,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (none found: nvidia-smi/CUDA unavailable)")
     has_gpu = None
     for item in items:
+        suite = _suite_of(item)
+        if suite:
+            item.add_marker(suite)  # `pytest -m accuracy` selects a suite wherever it is run from
         if "slow" in item.keywords and not config.getoption("--run-slow"):
             item.add_marker(skip_slow)
         if "gpu" in item.keywords:
             has_gpu = hostinfo.has_gpu() if has_gpu is None else has_gpu
             if not has_gpu:
                 item.add_marker(skip_gpu)
+
+
+SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+
+
+def _suite_of(item: pytest.Item) -> str | None:
+    try:
+        relative = Path(item.path).resolve().relative_to(SUITES_DIR)
+    except ValueError:
+        return None
+    return relative.parts[0] if len(relative.parts) > 1 else None
 
 
 @pytest.fixture(scope="session")
