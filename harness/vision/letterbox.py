@@ -6,10 +6,12 @@ pipeline. It follows ultralytics' `LetterBox` and `scale_boxes` step by step, be
 accuracy only matches the training numbers when preprocessing matches training:
 
 - scale r = min(th / h, tw / w) (never above 1 with scaleup=False);
-- resized ("new_unpad") size = round(w * r), round(h * r) with Python's round, as ultralytics does,
-  but never below 1 px (ultralytics would hand OpenCV a 0-px side for a 1 x 8000 strip and crash);
+- resized ("new_unpad") size = round(w * r), round(h * r) with Python's round, never below 1 px;
 - the padding dw, dh is halved and split with round(d - 0.1) / round(d + 0.1), so an odd remainder
   puts the extra pixel on the bottom / right;
+- boxes are restored with the per-axis gains new_w / w, new_h / h (ultralytics 8.4 `scale_boxes`),
+  the exact scale of the rounded content, not r: with r a box at the far edge of an 8K frame lands up
+  to 0.5 / r source pixels (6 px at 7680 -> 640) off;
 - cv2.INTER_LINEAR, pad value 114;
 - output float32, CHW, RGB, divided by 255.
 
@@ -41,6 +43,12 @@ class LetterboxMeta:
     ratio: float  # r: source pixels -> input pixels, the same for both axes
     resized_shape: tuple[int, int]  # (h, w) of the resized content ("new_unpad")
     padding: tuple[int, int, int, int]  # (top, bottom, left, right) in input pixels
+
+    @property
+    def gain(self) -> tuple[float, float]:
+        """(x, y) scale of the content actually drawn: resized side / source side, per axis."""
+        (h, w), (nh, nw) = self.source_shape, self.resized_shape
+        return nw / w, nh / h
 
     @property
     def offset(self) -> tuple[int, int]:
@@ -144,20 +152,18 @@ class Letterbox:
     def project_boxes(self, boxes_xyxy: np.ndarray, meta: LetterboxMeta) -> np.ndarray:
         """Source pixels -> input pixels: where a box in the source lands in the model input."""
         boxes = _as_boxes(boxes_xyxy)
-        x, y = meta.offset
-        boxes *= meta.ratio
-        boxes[:, [0, 2]] += x
-        boxes[:, [1, 3]] += y
+        (x, y), (gx, gy) = meta.offset, meta.gain
+        boxes[:, [0, 2]] = boxes[:, [0, 2]] * gx + x
+        boxes[:, [1, 3]] = boxes[:, [1, 3]] * gy + y
         return boxes
 
     def restore_boxes(self, boxes_xyxy: np.ndarray, meta: LetterboxMeta, clip: bool = True) -> np.ndarray:
         """Input pixels -> source pixels (ultralytics `scale_boxes`): subtract the offsets, divide by
-        the ratio, clip to the source image."""
+        the per-axis gain, clip to the source image."""
         boxes = _as_boxes(boxes_xyxy)
-        x, y = meta.offset
-        boxes[:, [0, 2]] -= x
-        boxes[:, [1, 3]] -= y
-        boxes /= meta.ratio
+        (x, y), (gx, gy) = meta.offset, meta.gain
+        boxes[:, [0, 2]] = (boxes[:, [0, 2]] - x) / gx
+        boxes[:, [1, 3]] = (boxes[:, [1, 3]] - y) / gy
         if clip:
             h, w = meta.source_shape
             boxes[:, [0, 2]] = boxes[:, [0, 2]].clip(0, w)

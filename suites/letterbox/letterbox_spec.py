@@ -37,20 +37,31 @@ def resize_mistake(source, target, found: tuple[int, int]) -> str:
     return "content size does not follow round(side * r)"
 
 
-def forward_boxes(boxes: np.ndarray, ratio: float, offset: tuple[float, float]) -> np.ndarray:
-    """Source pixels -> input pixels by the letterbox geometry: scale by r, shift by the padding."""
-    out = np.asarray(boxes, dtype=np.float64) * ratio
-    out[:, [0, 2]] += offset[0]
-    out[:, [1, 3]] += offset[1]
+def forward_boxes(boxes: np.ndarray, meta) -> np.ndarray:
+    """Source pixels -> input pixels where the resize really draws them: source [0, w] spans the
+    content [left, left + new_w], so x -> x * new_w / w + left (per axis; the content size and the
+    padding are checked by their own properties)."""
+    (h, w), (nh, nw) = meta.source_shape, meta.resized_shape
+    left, top = meta.offset
+    out = np.array(boxes, dtype=np.float64)
+    out[:, [0, 2]] = out[:, [0, 2]] * (nw / w) + left
+    out[:, [1, 3]] = out[:, [1, 3]] * (nh / h) + top
     return out
+
+
+def _gain(meta) -> np.ndarray:
+    (h, w), (nh, nw) = meta.source_shape, meta.resized_shape
+    return np.array([nw / w, nh / h] * 2)
 
 
 # Known wrong inverses: name -> (input boxes, meta) -> what that mistake restores them to.
 INVERSE_MISTAKES: dict[str, Callable] = {
-    "pad offsets not subtracted before dividing by the ratio": lambda b, m: b / m.ratio,
+    "pad offsets not subtracted before dividing by the scale": lambda b, m: b / _gain(m),
+    "divided by r = min(th/h, tw/w) instead of the rounded content's scale new_side / side": lambda b, m: (
+        b - np.array([m.offset[0], m.offset[1]] * 2)) / m.ratio,
     "ratio taken from the padded canvas (input size / source size per axis), offsets ignored": lambda b, m: b
     * np.array([m.source_shape[1] / m.output_shape[1], m.source_shape[0] / m.output_shape[0]] * 2),
-    "offsets subtracted but not divided by the ratio": lambda b, m: b
+    "offsets subtracted but not divided by the scale": lambda b, m: b
     - np.array([m.offset[0], m.offset[1]] * 2),
 }
 
