@@ -33,7 +33,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where server logs are kept (default: .cache/logs)")
     group.addoption("--profile", default=os.environ.get("YTS_PROFILE", "default"),
                     help="thresholds profile name or path to a profile file")
-    group.addoption("--report-dir", type=Path, default=None, help="write reports and pictures here")
+    group.addoption("--report-dir", type=Path, default=None,
+                    help="write report.json, report.html and pictures here")
+    group.addoption("--certify-profile", default=None,
+                    help="with --report-dir: judge the run against this certification profile "
+                         "(name in harness/report/profiles or a .toml path); the exit status follows the verdict")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
 
 
@@ -42,9 +46,50 @@ def pytest_configure(config: pytest.Config) -> None:
     swept = cleanup.sweep()
     if swept:
         config.stash[_SWEPT] = swept
+    report_dir = config.getoption("--report-dir")
+    if report_dir is not None:
+        from harness.report.collector import ReportCollector
+
+        collector = ReportCollector(report_dir)
+        config.stash[COLLECTOR] = collector
+        config.pluginmanager.register(collector, "yts-report")
 
 
 _SWEPT = pytest.StashKey[list]()
+COLLECTOR = pytest.StashKey["ReportCollector"]()
+_VERDICT = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After the collector wrote report.json: judge it, render the HTML, and let the verdict decide
+    the exit status when a certification profile was asked for."""
+    config = session.config
+    if COLLECTOR not in config.stash:
+        return
+    from harness.report import gate, html
+
+    report_dir = config.stash[COLLECTOR].report_dir
+    profile_name = config.getoption("--certify-profile")
+    verdict = gate.judge(report_dir / "report.json", gate.load_profile(profile_name or "certified"))
+    line = verdict.line() if profile_name else f"(no --certify-profile) {verdict.line()}"
+    html.render(report_dir, line)
+    config.stash[_VERDICT] = line
+    if profile_name and not verdict.certified and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _VERDICT in config.stash:
+        terminalreporter.write_sep("=", "certification")
+        terminalreporter.write_line(config.stash[_VERDICT])
+        terminalreporter.write_line(f"report: {config.stash[COLLECTOR].report_dir / 'report.html'}")
+
+
+def report_environment(config: pytest.Config, **values) -> None:
+    """Suites and fixtures add what they learn (Triton version, GPU) to the report, if one is written."""
+    if COLLECTOR in config.stash:
+        config.stash[COLLECTOR].add_environment(**values)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -97,10 +142,13 @@ def repository_source(pytestconfig: pytest.Config) -> Path:
 
 
 @pytest.fixture(scope="session")
-def repository(repository_source: Path) -> Path:
+def repository(request: pytest.FixtureRequest, repository_source: Path) -> Path:
     """A scratch copy: the only repository any server or check ever touches."""
-    from harness.repository.scratch import scratch_copy
+    from harness.repository.scratch import fingerprint, scratch_copy
 
+    if COLLECTOR in request.config.stash:
+        request.config.stash[COLLECTOR].add_artifacts(
+            {path: value.rsplit(":", 1)[-1] for path, value in fingerprint(repository_source).items() if value.startswith("file:")})
     return scratch_copy(repository_source)
 
 
@@ -135,11 +183,26 @@ def start_server(pytestconfig: pytest.Config, repository: Path, **overrides):
 @pytest.fixture(scope="session")
 def triton_server(pytestconfig: pytest.Config, repository: Path):
     server = start_server(pytestconfig, repository)
+    _describe_server(pytestconfig, server)
     terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
     if terminal is not None:
         terminal.write_line(f"\n[yts] {server.describe()}")
     yield server
     server.stop()
+
+
+def _describe_server(config: pytest.Config, server) -> None:
+    import requests
+
+    from harness import hostinfo
+
+    try:
+        metadata = requests.get(f"{server.endpoints.http_url}/v2", timeout=10).json()
+    except (requests.RequestException, ValueError):
+        metadata = {}
+    report_environment(config, triton_launcher=server.kind, triton_version=metadata.get("version"),
+                       triton_extensions=" ".join(metadata.get("extensions", [])) or None,
+                       triton_image=getattr(server, "image", None), **hostinfo.gpu_description())
 
 
 @pytest.fixture(scope="session")

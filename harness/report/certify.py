@@ -1,0 +1,52 @@
+"""`yts certify`: any repository in, a report directory out (report.json, report.html, junit.xml) and
+an exit code from the certification gate. It is exactly `pytest suites --repo PATH --report-dir DIR
+--certify-profile NAME --junitxml DIR/junit.xml`, run in a subprocess so the harness's own process
+never holds a server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.paths import PROJECT_ROOT
+
+SUITES = ("config", "protocol", "letterbox", "accuracy", "lifecycle", "batching")
+
+
+def pytest_command(args) -> list[str]:
+    report_dir = Path(args.report_dir).resolve()
+    suites = [str(PROJECT_ROOT / "suites" / s) for s in (args.suites or SUITES)]
+    command = [sys.executable, "-m", "pytest", *suites, "-c", str(PROJECT_ROOT / "pytest.ini"),
+               "--rootdir", str(PROJECT_ROOT), f"--repo={Path(args.repo).resolve()}",
+               f"--report-dir={report_dir}", f"--certify-profile={args.profile}",
+               f"--junitxml={report_dir / 'junit.xml'}", f"--triton={args.triton}", "-q"]
+    if args.triton_image:
+        command.append(f"--triton-image={args.triton_image}")
+    if args.triton_url:
+        command.append(f"--triton-url={args.triton_url}")
+    return command + list(args.pytest_args)
+
+
+def certify(args) -> int:
+    if not Path(args.repo).is_dir():
+        print(f"yts certify: --repo {args.repo} is not a directory", file=sys.stderr)
+        return 2
+    command = pytest_command(args)
+    print("[yts certify] " + " ".join(command), flush=True)
+    status = subprocess.run(command, cwd=PROJECT_ROOT).returncode
+    print(f"[yts certify] report: {Path(args.report_dir).resolve() / 'report.html'}")
+    return status
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("certify", help="run every suite against a repository and write a report")
+    parser.add_argument("--repo", required=True, help="model repository under test (read-only: a scratch copy is used)")
+    parser.add_argument("--report-dir", default="reports/latest", help="where report.json/html and junit.xml go")
+    parser.add_argument("--profile", default="certified", help="certification profile: name in harness/report/profiles or a .toml path")
+    parser.add_argument("--suites", nargs="*", choices=SUITES, help="a subset of the suites (default: all)")
+    parser.add_argument("--triton", default="process", choices=("auto", "process", "container", "url"))
+    parser.add_argument("--triton-image")
+    parser.add_argument("--triton-url")
+    parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest as they are")
+    parser.set_defaults(func=certify)

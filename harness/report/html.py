@@ -1,0 +1,100 @@
+"""report.html: one self-contained file a person can read and forward — no external resources; plots
+and pictures are inlined as data: URIs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+STYLE = """body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:13px}th{background:#eee}
+.passed{color:#176f2c}.failed,.error{color:#b00020;font-weight:bold}.not-tested{color:#8a6d00}
+.verdict{font-size:20px;padding:10px;border:2px solid}pre{white-space:pre-wrap;margin:0}img{max-width:100%}"""
+
+
+def _png(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def verdict_plot(checks: list[dict]) -> str:
+    counts = defaultdict(Counter)
+    for check in checks:
+        counts[check["suite"]][check["verdict"]] += 1
+    suites = sorted(counts)
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.4 * len(suites)))
+    left = [0] * len(suites)
+    for verdict, colour in (("passed", "#2e7d32"), ("failed", "#c62828"), ("error", "#6a1b9a"), ("not tested", "#f9a825")):
+        values = [counts[s][verdict] for s in suites]
+        ax.barh(suites, values, left=left, color=colour, label=verdict)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_xlabel("checks")
+    ax.legend(loc="lower right", fontsize=8)
+    return _png(fig)
+
+
+def performance_plot(checks: list[dict]) -> str | None:
+    """Throughput against p95 latency for every check that measured both."""
+    points = [(c["values"]["p95_ms"], c["values"]["throughput"], c["id"].split("::")[-1]) for c in checks
+              if isinstance(c["values"].get("p95_ms"), (int, float)) and isinstance(c["values"].get("throughput"), (int, float))]
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for latency, throughput, label in points:
+        ax.scatter(latency, throughput)
+        ax.annotate(label, (latency, throughput), fontsize=7)
+    ax.set_xlabel("p95 latency (ms)")
+    ax.set_ylabel("throughput (inferences/s)")
+    return _png(fig)
+
+
+def _pictures(report_dir: Path) -> list[tuple[str, str]]:
+    return [(p.name, "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode())
+            for p in sorted(report_dir.rglob("*.png"))]
+
+
+def render(report_dir: Path, verdict_line: str) -> Path:
+    report_dir = Path(report_dir)
+    report = json.loads((report_dir / "report.json").read_text())
+    checks = report["checks"]
+    out = ["<!doctype html><html><head><meta charset='utf-8'><title>yolo-triton-suite report</title>",
+           f"<style>{STYLE}</style></head><body><h1>yolo-triton-suite report</h1>"]
+    colour = "#176f2c" if verdict_line.startswith("CERTIFIED") else "#b00020"
+    out.append(f"<p class='verdict' id='verdict' style='border-color:{colour};color:{colour}'>{html.escape(verdict_line)}</p>")
+    out.append("<h2>Environment</h2><table>" + "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in report["environment"].items()) + "</table>")
+    out.append(f"<h2>Summary</h2><img id='verdict-plot' alt='verdicts per suite' src='{verdict_plot(checks)}'>")
+    if perf := performance_plot(checks):
+        out.append(f"<h2>Throughput and latency</h2><img id='performance-plot' alt='throughput vs p95' src='{perf}'>")
+    by_suite = defaultdict(list)
+    for check in checks:
+        by_suite[check["suite"]].append(check)
+    for suite, items in sorted(by_suite.items()):
+        out.append(f"<h2>{html.escape(suite)}</h2><table><tr><th>check</th><th>verdict</th><th>s</th><th>values</th><th>message</th></tr>")
+        for c in items:
+            values = ", ".join(f"{k}={v}" for k, v in c["values"].items())
+            out.append(f"<tr><td>{html.escape(c['id'])}</td><td class='{c['verdict'].replace(' ', '-')}'>{c['verdict']}</td>"
+                       f"<td>{c['duration_s']:.2f}</td><td>{html.escape(values)}</td><td><pre>{html.escape(c['message'])}</pre></td></tr>")
+        out.append("</table>")
+    pictures = _pictures(report_dir)
+    if pictures:
+        out.append("<h2>Pictures</h2>")
+        out += [f"<figure><img alt='{html.escape(n)}' src='{src}'><figcaption>{html.escape(n)}</figcaption></figure>" for n, src in pictures]
+    if report.get("artifacts"):
+        out.append("<h2>Artifacts (sha256)</h2><table>" + "".join(
+            f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in sorted(report["artifacts"].items())) + "</table>")
+    out.append("</body></html>")
+    path = report_dir / "report.html"
+    path.write_text("\n".join(out))
+    return path
