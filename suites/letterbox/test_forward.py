@@ -11,8 +11,6 @@ from hypothesis import strategies as st
 from harness.vision import strategies as yst
 from letterbox_spec import PAD_VALUE, expected_ratio, expected_resized, resize_mistake
 
-pytestmark = pytest.mark.letterbox
-
 
 def where(image, target, meta) -> str:
     return f"source {image.shape[0]}x{image.shape[1]} (h x w) -> target {target}, meta {meta}"

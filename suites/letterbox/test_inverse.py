@@ -10,8 +10,6 @@ from hypothesis import strategies as st
 from harness.vision import strategies as yst
 from letterbox_spec import ROUNDTRIP_TOLERANCE_PX, forward_boxes, inverse_mistake
 
-pytestmark = pytest.mark.letterbox
-
 
 @st.composite
 def image_and_boxes(draw, boxes=yst.boxes_inside):
