@@ -182,7 +182,12 @@ def start_server(pytestconfig: pytest.Config, repository: Path, **overrides):
 
 @pytest.fixture(scope="session")
 def triton_server(pytestconfig: pytest.Config, repository: Path):
-    server = start_server(pytestconfig, repository)
+    from harness.reference import loadable_models, server_backends
+
+    # Models whose backend this server lacks (yolo_onnx/yolo_trt on the embedded server) stay in the
+    # repository for the config suite but out of the load list.
+    backends = server_backends(pytestconfig.getoption("--triton"), pytestconfig.getoption("--triton-image"))
+    server = start_server(pytestconfig, repository, load_models=loadable_models(repository, backends))
     _describe_server(pytestconfig, server)
     terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
     if terminal is not None:
