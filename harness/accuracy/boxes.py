@@ -1,0 +1,102 @@
+"""Box-level comparison: candidate detections against the reference's, image by image, after NMS, by the
+greedy class-agnostic IoU matching of harness.vision.matching. The report says how many reference boxes
+were found again, what was missed or added, how well the matched boxes overlap, how far scores moved and
+how many classes flipped; `worst` ranks images by how much they differ, for pictures and messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.vision.matching import match_detections
+
+
+@dataclass(frozen=True)
+class ImageComparison:
+    image_id: int
+    reference: int  # boxes
+    candidate: int
+    matched: int
+    missed: int
+    extra: int
+    class_flips: int
+    mean_iou: float  # of matched pairs (1.0 when there is nothing to match)
+    max_score_delta: float
+
+    @property
+    def badness(self) -> float:
+        """Ordering key for the worst images: unmatched boxes count most, then overlap and score."""
+        return self.missed + self.extra + self.class_flips + (1.0 - self.mean_iou) * max(self.matched, 1) + self.max_score_delta
+
+
+@dataclass
+class BoxReport:
+    images: list[ImageComparison] = field(default_factory=list)
+    ious: list[float] = field(default_factory=list)
+    score_deltas: list[float] = field(default_factory=list)
+
+    def add(self, image_id: int, reference: np.ndarray, candidate: np.ndarray, iou_threshold: float) -> ImageComparison:
+        ref, cand = _valid(reference), _valid(candidate)
+        result = match_detections(ref, cand, iou_threshold)
+        deltas = np.abs(ref[result.pairs[:, 0], 4] - cand[result.pairs[:, 1], 4]) if len(result.pairs) else np.zeros(0)
+        self.ious.extend(result.ious.tolist())
+        self.score_deltas.extend(deltas.tolist())
+        comparison = ImageComparison(
+            image_id=image_id, reference=len(ref), candidate=len(cand), matched=len(result.pairs),
+            missed=len(result.missed), extra=len(result.extra), class_flips=len(result.class_flips),
+            mean_iou=float(result.ious.mean()) if len(result.ious) else 1.0,
+            max_score_delta=float(deltas.max()) if len(deltas) else 0.0,
+        )
+        self.images.append(comparison)
+        return comparison
+
+    def summary(self) -> dict:
+        reference = sum(i.reference for i in self.images)
+        matched = sum(i.matched for i in self.images)
+        ious = np.asarray(self.ious) if self.ious else np.ones(1)
+        deltas = np.asarray(self.score_deltas) if self.score_deltas else np.zeros(1)
+        return {
+            "images": len(self.images), "reference_boxes": reference, "candidate_boxes": sum(i.candidate for i in self.images),
+            "matched": matched / reference if reference else 1.0,
+            "missed": sum(i.missed for i in self.images), "extra": sum(i.extra for i in self.images),
+            "extra_share": sum(i.extra for i in self.images) / max(reference, 1),
+            "class_flips": sum(i.class_flips for i in self.images),
+            "class_flip_share": sum(i.class_flips for i in self.images) / max(matched, 1),
+            "iou_mean": float(ious.mean()), "iou_p5": float(np.percentile(ious, 5)), "iou_min": float(ious.min()),
+            "score_delta_mean": float(deltas.mean()), "score_delta_p99": float(np.percentile(deltas, 99)),
+            "score_delta_max": float(deltas.max()),
+        }
+
+    def worst(self, n: int) -> list[ImageComparison]:
+        ranked = sorted(self.images, key=lambda i: i.badness, reverse=True)
+        return [i for i in ranked[:n] if i.badness > 0]
+
+    def failures(self, thresholds: dict) -> list[str]:
+        s = self.summary()
+        if s["reference_boxes"] == 0:
+            return [f"the reference detected no boxes on {s['images']} images: nothing to compare (untrained model or conf too high?)"]
+        out = []
+        if s["matched"] < thresholds["min_matched"]:
+            out.append(f"matched {s['matched']:.1%} of {s['reference_boxes']} reference boxes (need >= {thresholds['min_matched']:.1%});"
+                       f" {s['missed']} missed")
+        if s["extra_share"] > thresholds["max_extra"]:
+            out.append(f"{s['extra']} extra boxes = {s['extra_share']:.1%} of the reference's (allowed {thresholds['max_extra']:.1%})")
+        if s["iou_mean"] < thresholds["min_mean_iou"]:
+            out.append(f"mean IoU of matched boxes {s['iou_mean']:.4f} (need >= {thresholds['min_mean_iou']}), p5 {s['iou_p5']:.3f}")
+        if s["score_delta_max"] > thresholds["max_score_delta"]:
+            out.append(f"score moved by up to {s['score_delta_max']:.4f} (allowed {thresholds['max_score_delta']}), p99 {s['score_delta_p99']:.4f}")
+        if s["class_flip_share"] > thresholds["max_class_flips"]:
+            out.append(f"{s['class_flips']} class flips = {s['class_flip_share']:.1%} of matched boxes (allowed {thresholds['max_class_flips']:.1%})")
+        return out
+
+
+def _valid(detections: np.ndarray) -> np.ndarray:
+    """Rows x1, y1, x2, y2, score, class without the -1 padding of a fixed-size detection tensor."""
+    rows = np.asarray(detections, dtype=np.float64).reshape(-1, 6)
+    return rows[rows[:, 5] >= 0]
+
+
+def describe(worst: list[ImageComparison], names: dict[int, str]) -> str:
+    return "; ".join(f"{names.get(w.image_id, w.image_id)}: {w.matched}/{w.reference} matched, {w.missed} missed,"
+                     f" {w.extra} extra, IoU {w.mean_iou:.3f}, flips {w.class_flips}" for w in worst)

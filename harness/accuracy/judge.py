@@ -1,0 +1,73 @@
+"""The three comparison levels over two runs (reference, candidate), each returning its numbers and its
+failure lines; the suite turns failure lines into assertion messages. No thresholds live here: they
+come from the profile, by the precision the candidate is judged as."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from harness.accuracy import boxes as boxes_module
+from harness.accuracy import gates, slices, tensors
+from harness.accuracy.evalset import EvalSet
+from harness.accuracy.pictures import side_by_side
+from harness.accuracy.profile import Profile
+from harness.accuracy.runner import Run
+
+
+def tensor_level(reference: Run, candidate: Run, profile: Profile, judge_as: str) -> tuple[list[tensors.TensorStats], list[str]]:
+    ids = [i for i in reference.raw if i in candidate.raw]
+    if not ids:
+        raise ValueError(f"{candidate.name}: no raw tensors to compare (an end-to-end candidate has none)")
+    ref, cand = reference.raw_batch(ids), candidate.raw_batch(ids)
+    bad_reference = [n for n, a in ref.items() if not np.isfinite(a).all()]
+    if bad_reference:
+        raise ValueError(f"the FP32 reference itself has NaN/Inf in {bad_reference}")
+    tolerances = profile.section("tensors", judge_as)
+    stats = tensors.compare_outputs(ref, cand, tolerances)
+    return stats, tensors.failures(stats, tolerances)
+
+
+def box_level(reference: Run, candidate: Run, profile: Profile, judge_as: str) -> tuple[boxes_module.BoxReport, list[str]]:
+    thresholds = profile.section("boxes", judge_as)
+    conf = max(profile.eval["conf"], candidate.conf)
+    ref, cand = reference.at(conf), candidate.at(conf)
+    report = boxes_module.BoxReport()
+    for image_id in ref:
+        report.add(image_id, ref[image_id], cand.get(image_id, np.zeros((0, 6))), thresholds["match_iou"])
+    return report, report.failures(thresholds)
+
+
+def map_level(reference: Run, candidate: Run, evalset: EvalSet, profile: Profile, judge_as: str) -> tuple[dict, dict, list[str]]:
+    """Both runs scored at the same threshold: the mAP one for raw candidates, the model's own for an
+    end-to-end candidate (whose detections below it do not exist)."""
+    conf = max(profile.eval["map_conf"], candidate.conf)
+    options = dict(imgsz=profile.eval["imgsz"], small_max_area=profile.data["slices"]["small_max_area"],
+                   large_min_area=profile.data["slices"]["large_min_area"])
+    ref_metrics = slices.evaluate(evalset.coco, reference.coco(conf), **options)
+    cand_metrics = slices.evaluate(evalset.coco, candidate.coco(conf), **options)
+    failures = gates.map_failures(ref_metrics, cand_metrics, profile.section("map", judge_as),
+                                  profile.get("map.slice_ratio_slack", 0.0))
+    return ref_metrics, cand_metrics, failures
+
+
+def worst_pictures(reference: Run, candidate: Run, report: boxes_module.BoxReport, evalset: EvalSet, conf: float,
+                   report_dir: Path | None, n: int) -> tuple[str, list[Path]]:
+    """The message line naming the worst images, and their side-by-side pictures when a report dir is set."""
+    worst = report.worst(n)
+    line = boxes_module.describe(worst, evalset.names)
+    paths = []
+    if report_dir is not None:
+        by_id = {i.id: i for i in evalset.images}
+        ref, cand = reference.at(conf), candidate.at(max(conf, candidate.conf))
+        for w in worst:
+            image = by_id[w.image_id]
+            out = Path(report_dir) / "accuracy" / _safe(candidate.name) / f"{Path(image.file_name).stem}.png"
+            paths.append(side_by_side(image.rgb(), ref[w.image_id], cand.get(w.image_id, np.zeros((0, 6))),
+                                      f"{candidate.name} vs FP32 on {image.file_name}", out))
+    return line, paths
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name)
