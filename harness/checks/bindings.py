@@ -1,0 +1,169 @@
+"""Bindings: config.pbtxt against what the model file really takes and gives — names, dtypes, ranks,
+every dim, the batch dim and, for TensorRT plans, the optimization profiles. Triton reports these only
+as a load error; here each mismatch names the file, the tensor, the expected and the found value.
+
+Python-backend models have no signature to read: the tensor names model.py asks for
+(`get_input_tensor_by_name(request, "NAME")`) and produces (`pb_utils.Tensor("NAME", ...)`) are
+compared with the declared ones instead."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from harness.checks.findings import Finding, NotApplicable
+from harness.checks.model import ModelEntry
+from harness.engines.signature import Signature, TensorSpec
+from harness.repository.config import ModelConfig, dtype_name
+
+CHECK = "bindings"
+
+
+def check_bindings(entry: ModelEntry) -> list[Finding]:
+    if entry.config is None:
+        raise NotApplicable("config.pbtxt missing or unreadable (the layout/schema checks report it)")
+    if entry.is_ensemble:
+        raise NotApplicable("an ensemble has no model file; its wiring is the schema check's")
+    files = entry.model_files()
+    if not files:
+        raise NotApplicable(f"no {entry.model_filename or 'model file'} in a served version directory "
+                            "(the layout check reports it)")
+    findings: list[Finding] = []
+    for path in files:
+        rel = str(path.relative_to(entry.repository))
+        if entry.backend == "python":
+            findings += python_names(entry.config, path, entry.name, rel)
+            continue
+        signature = read_model_signature(path)
+        findings += compare_signature(entry.config, signature, entry.name, rel)
+    return findings
+
+
+def read_model_signature(path: Path) -> Signature:
+    from harness.engines import read_signature
+    from harness.engines.base import EngineUnavailable
+
+    if path.suffix not in (".onnx", ".plan", ".engine"):
+        raise NotApplicable(f"{path.name}: no signature reader for this model format (ONNX and TensorRT plans only)")
+    try:
+        return read_signature(path)
+    except EngineUnavailable as error:
+        raise NotApplicable(f"{path.name} not read: {error}") from error
+
+
+def config_shape(config: ModelConfig, tensor) -> tuple[int, ...]:
+    """The shape the model file must have: Triton prepends the batch dim when max_batch_size > 0,
+    and hands the backend `reshape.shape` instead of dims when a reshape is given."""
+    dims = tuple(tensor.reshape.shape) if tensor.HasField("reshape") else tuple(tensor.dims)
+    return ((-1,) if config.max_batch_size > 0 else ()) + dims
+
+
+def compare_signature(config: ModelConfig, signature: Signature, model: str, file: str) -> list[Finding]:
+    findings: list[Finding] = []
+
+    def add(message: str) -> None:
+        findings.append(Finding(CHECK, model, file, message))
+
+    for role, declared, actual in (("input", config.input, signature.inputs), ("output", config.output, signature.outputs)):
+        by_name = {spec.name: spec for spec in actual}
+        declared_names = {t.name for t in declared}
+        for tensor in declared:
+            spec = by_name.get(tensor.name)
+            if spec is None:
+                others = sorted(set(by_name) - declared_names)
+                add(f"{role} {tensor.name!r} of config.pbtxt is not an {role} of the model; the model's {role}s "
+                    f"are {sorted(by_name)}" + (f" (did you mean {others[0]!r}?)" if len(others) == 1 else ""))
+                continue
+            _compare_tensor(config, role, tensor, spec, add)
+        for name in sorted(set(by_name) - declared_names):
+            if role == "input":
+                add(f"model input {name!r} is not declared in config.pbtxt: Triton cannot feed it")
+    _profiles(config, signature, add)
+    return findings
+
+
+def _compare_tensor(config: ModelConfig, role: str, tensor, spec: TensorSpec, add) -> None:
+    where = f"{role} {tensor.name!r}"
+    declared_dtype = dtype_name(tensor.data_type)
+    # TYPE_STRING in config is BYTES in the model and on the wire.
+    if {declared_dtype, spec.dtype} != {"STRING", "BYTES"} and declared_dtype != spec.dtype:
+        add(f"{where}: config.pbtxt says TYPE_{declared_dtype}, the model's tensor is {spec.dtype} "
+            f"(expected data_type: TYPE_{spec.dtype})")
+    expected = config_shape(config, tensor)
+    found = spec.shape
+    mbs = config.max_batch_size
+    if len(expected) != len(found):
+        if mbs > 0 and len(tensor.dims) == len(found):
+            add(f"{where}: dims {list(tensor.dims)} include the batch dim; with max_batch_size {mbs} Triton "
+                f"prepends it itself, so the model would get rank {len(expected)} instead of {len(found)}: "
+                f"expected dims {list(tensor.dims[1:])}")
+        elif mbs == 0 and len(tensor.dims) + 1 == len(found):
+            add(f"{where}: dims {list(tensor.dims)} have rank {len(tensor.dims)} but the model's shape "
+                f"{list(found)} has rank {len(found)}: with max_batch_size 0 the batch dim must be written "
+                "into dims (or set max_batch_size)")
+        else:
+            add(f"{where}: rank {len(expected)} (shape {list(expected)}) in config.pbtxt, rank {len(found)} "
+                f"(shape {list(found)}) in the model")
+        return
+    start = 1 if mbs > 0 else 0
+    if role == "input" and mbs > 0 and found[0] != -1 and mbs > found[0]:
+        add(f"{where}: max_batch_size {mbs} is above the model's fixed batch dim {found[0]}: batches larger than "
+            f"{found[0]} fail; expected max_batch_size <= {found[0]} (or a dynamic-batch model)")
+    for index in range(start, len(found)):
+        want, have = expected[index], found[index]
+        if have != -1 and want != have:
+            shown = "-1 (variable)" if want == -1 else str(want)
+            add(f"{where}: dim {index} is {shown} in config.pbtxt (shape {list(expected)}) but {have} in the "
+                f"model (shape {list(found)}); the model is built for {have}")
+
+
+def _profiles(config: ModelConfig, signature: Signature, add) -> None:
+    mbs = config.max_batch_size
+    declared = {t.name: t for t in config.input}
+    for number, profile in enumerate(signature.profiles):
+        tensor = declared.get(profile.input)
+        if tensor is None:
+            continue
+        where = f"input {profile.input!r}, optimization profile {number}"
+        if mbs > 0:
+            if profile.max[0] < mbs:
+                add(f"{where}: max_batch_size {mbs} is above the profile's max batch {profile.max[0]} "
+                    f"(profile min {list(profile.min)}, max {list(profile.max)}); expected max_batch_size <= {profile.max[0]}")
+            if profile.min[0] > 1:
+                add(f"{where}: the profile's min batch is {profile.min[0]}, but Triton sends batches from 1")
+        expected = config_shape(config, tensor)
+        if len(expected) != len(profile.max):
+            continue
+        for index in range(1 if mbs > 0 else 0, len(expected)):
+            value = expected[index]
+            if value != -1 and not profile.min[index] <= value <= profile.max[index]:
+                add(f"{where}: dim {index} is {value} in config.pbtxt, outside the profile's "
+                    f"{profile.min[index]}..{profile.max[index]}")
+
+
+def python_names(config: ModelConfig, path: Path, model: str, file: str) -> list[Finding]:
+    """Tensor names used as string literals in model.py against the declared inputs and outputs."""
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except SyntaxError as error:
+        return [Finding(CHECK, model, file, f"does not parse as Python: {error}")]
+    inputs, outputs = set(), set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        literals = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if name == "get_input_tensor_by_name" and literals:
+            inputs.add(literals[0])
+        elif name in ("Tensor", "get_output_config_by_name") and literals:
+            outputs.add(literals[0])
+    if not inputs and not outputs:
+        raise NotApplicable(f"{file} names no tensors as literals; its I/O is what config.pbtxt declares")
+    declared_in = {t.name for t in config.input}
+    declared_out = {t.name for t in config.output}
+    findings = []
+    for role, used, declared in (("input", inputs, declared_in), ("output", outputs, declared_out)):
+        for name in sorted(used - declared):
+            findings.append(Finding(CHECK, model, file, f"model.py uses {role} {name!r}, which config.pbtxt does "
+                                    f"not declare (declared {role}s: {sorted(declared)})"))
+    return findings

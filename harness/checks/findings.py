@@ -1,0 +1,27 @@
+"""What a check reports: which check, which model, which file, and in plain words what was expected
+and what was found there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    model: str
+    file: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.check}] {self.model}: {self.file}: {self.message}"
+
+
+class NotApplicable(Exception):
+    """The check has nothing to judge for this model; the reason says why (a skip, not a pass)."""
+
+
+def format_findings(findings: list[Finding]) -> str:
+    count = len(findings)
+    head = f"{count} finding{'s' if count != 1 else ''}:"
+    return "\n".join([head, *(f"  - {finding}" for finding in findings)])

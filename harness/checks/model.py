@@ -1,0 +1,134 @@
+"""One model directory of a repository as Triton sees it: its config (or why it does not parse),
+its platform and backend, its default model filename and its version directories."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from harness.repository.config import CONFIG_NAME, ConfigError, ModelConfig, read_config
+
+# Triton's platform -> backend pairing (model_config_utils: a platform implies its backend).
+PLATFORM_BACKEND = {
+    "tensorrt_plan": "tensorrt",
+    "onnxruntime_onnx": "onnxruntime",
+    "pytorch_libtorch": "pytorch",
+    "tensorflow_graphdef": "tensorflow",
+    "tensorflow_savedmodel": "tensorflow",
+    "ensemble": "",
+}
+# The file Triton looks for in a version directory when default_model_filename is not set.
+PLATFORM_FILENAME = {
+    "tensorrt_plan": "model.plan",
+    "onnxruntime_onnx": "model.onnx",
+    "pytorch_libtorch": "model.pt",
+    "tensorflow_graphdef": "model.graphdef",
+    "tensorflow_savedmodel": "model.savedmodel",
+}
+BACKEND_FILENAME = {
+    "tensorrt": "model.plan",
+    "onnxruntime": "model.onnx",
+    "pytorch": "model.pt",
+    "tensorflow": "model.savedmodel",
+    "python": "model.py",
+    "openvino": "model.xml",
+    "dali": "model.dali",
+}
+# File endings that are model files for some backend: one found where Triton does not look is a
+# model the server will never load.
+MODEL_SUFFIXES = (".plan", ".engine", ".trt", ".onnx", ".pt", ".pth", ".torchscript", ".savedmodel",
+                  ".graphdef", ".py", ".xml", ".dali")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    repository: Path
+    name: str
+
+    @property
+    def path(self) -> Path:
+        return self.repository / self.name
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG_NAME
+
+    @cached_property
+    def _parsed(self) -> tuple[ModelConfig | None, str | None]:
+        if not self.config_path.is_file():
+            return None, f"no {CONFIG_NAME} in {self.name}/"
+        try:
+            return read_config(self.path), None
+        except ConfigError as error:
+            return None, str(error)
+        except UnicodeDecodeError as error:
+            return None, f"{self.config_path}: not text: {error}"
+
+    @property
+    def config(self) -> ModelConfig | None:
+        return self._parsed[0]
+
+    @property
+    def config_error(self) -> str | None:
+        return self._parsed[1]
+
+    @property
+    def platform(self) -> str:
+        return self.config.platform if self.config else ""
+
+    @property
+    def backend(self) -> str:
+        """The backend Triton will use: the configured one, else the one the platform implies."""
+        if self.config is None:
+            return ""
+        return self.config.backend or PLATFORM_BACKEND.get(self.config.platform, "")
+
+    @property
+    def is_ensemble(self) -> bool:
+        return self.platform == "ensemble"
+
+    @property
+    def model_filename(self) -> str | None:
+        """default_model_filename, else the platform's or backend's default; None for ensembles and
+        backends this suite does not know."""
+        if self.config is None or self.is_ensemble:
+            return None
+        if self.config.default_model_filename:
+            return self.config.default_model_filename
+        return PLATFORM_FILENAME.get(self.config.platform) or BACKEND_FILENAME.get(self.backend)
+
+    @property
+    def version_dirs(self) -> list[Path]:
+        """Numeric subdirectories, the only ones Triton treats as versions, in version order."""
+        dirs = [p for p in self.path.iterdir() if p.is_dir() and p.name.isdigit()] if self.path.is_dir() else []
+        return sorted(dirs, key=lambda p: int(p.name))
+
+    def served_versions(self) -> list[int]:
+        """The versions the version policy selects from the directories present (latest 1 by default)."""
+        present = [int(p.name) for p in self.version_dirs]
+        policy = self.config.version_policy if self.config else None
+        if policy is not None and policy.HasField("all"):
+            return present
+        if policy is not None and policy.HasField("specific"):
+            return sorted(v for v in set(policy.specific.versions) if v in present)
+        count = policy.latest.num_versions if policy is not None and policy.HasField("latest") else 1
+        return present[-count:] if count else []
+
+    def model_files(self) -> list[Path]:
+        """The model file of every served version that has one (what a server would load)."""
+        if self.model_filename is None:
+            return []
+        files = [self.path / str(v) / self.model_filename for v in self.served_versions()]
+        return [f for f in files if f.exists()]
+
+
+def list_models(repository: Path) -> list[str]:
+    """Every subdirectory is a model to Triton; hidden ones and caches are not models anyone meant."""
+    repository = Path(repository)
+    return sorted(p.name for p in repository.iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and p.name != "__pycache__")
+
+
+def load_entry(repository: Path, model: str) -> ModelEntry:
+    return ModelEntry(Path(repository), model)

@@ -1,0 +1,95 @@
+"""The config suite runs every check once per model of the repository under test (`--repo`, else
+the reference repository), so a failure names the model in its test id.
+
+The live checks get their own server: started with no model loaded, each model then loaded by its
+own test through the repository API. A model Triton refuses fails only its own test (with Triton's
+reason), and a model whose backend the server lacks is skipped, instead of one bad model keeping the
+whole server from becoming ready."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.checks import NotApplicable, format_findings, list_models, load_entry
+
+ADDITIONS = pytest.StashKey[dict]()
+
+
+def _models(config: pytest.Config) -> list:
+    repo = config.getoption("--repo")
+    if repo is None:
+        try:
+            from harness.reference import build_reference_repository
+
+            repo = build_reference_repository()
+        except Exception as error:  # the reference repository cannot be built on this machine (yet)
+            return [pytest.param(None, id="no-repository", marks=pytest.mark.skip(
+                reason=f"no repository under test: the reference repository could not be built ({error}); pass --repo"))]
+    repo = Path(repo)
+    if not repo.is_dir():
+        raise pytest.UsageError(f"--repo {repo}: not a directory")
+    models = list_models(repo)
+    if not models:
+        raise pytest.UsageError(f"--repo {repo}: no model directories in it")
+    return models
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "model" in metafunc.fixturenames:
+        if ADDITIONS not in metafunc.config.stash:
+            metafunc.config.stash[ADDITIONS] = {}
+        metafunc.parametrize("model", _models(metafunc.config))
+
+
+@pytest.fixture
+def entry(repository: Path, model: str):
+    return load_entry(repository, model)
+
+
+def _judge(check, *args):
+    try:
+        findings = check(*args)
+    except NotApplicable as reason:
+        pytest.skip(str(reason))
+    if findings:
+        pytest.fail(format_findings(findings), pytrace=False)
+
+
+@pytest.fixture
+def judge():
+    """Run a check: skip when it has nothing to judge, fail with every finding in plain words."""
+    return _judge
+
+
+@pytest.fixture(scope="session")
+def triton_server(pytestconfig: pytest.Config, repository: Path):
+    """Overrides the plugin's: nothing loaded at start (see the module docstring)."""
+    from harness.plugin import start_server
+
+    server = start_server(pytestconfig, repository, load_models=())
+    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        terminal.write_line(f"\n[yts] {server.describe()} (config suite: models load one by one)")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def record_additions(pytestconfig: pytest.Config, model: str):
+    """Keep Triton's auto-complete additions for the end-of-run summary."""
+    def record(additions: dict) -> None:
+        pytestconfig.stash.setdefault(ADDITIONS, {})[model] = additions
+    return record
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Triton's auto-complete: fields the server added to each config, reported apart from failures."""
+    additions = config.stash.get(ADDITIONS, {})
+    if not any(additions.values()):
+        return
+    terminalreporter.section("Triton auto-complete additions (not failures)")
+    for model, fields in sorted(additions.items()):
+        shown = ", ".join(f"{path}={value!r}" for path, value in sorted(fields.items()))
+        terminalreporter.write_line(f"{model}: {shown}")

@@ -1,0 +1,23 @@
+"""Live: once loaded, the server serves what the files say, over HTTP and gRPC."""
+
+import pytest
+
+from harness.checks import NotApplicable, format_findings
+from harness.checks.live import LoadFailed, check_live, ensure_loaded
+
+pytestmark = pytest.mark.server
+
+
+def test_live(entry, triton_server, http_client, grpc_client, record_additions):
+    if entry.config is None:
+        pytest.skip("config.pbtxt missing or unreadable (the layout/schema checks report it)")
+    try:
+        ensure_loaded(entry, http_client, can_load=triton_server.controls_repository)
+    except NotApplicable as reason:
+        pytest.skip(str(reason))
+    except LoadFailed as error:
+        pytest.fail(f"[live] {entry.name}: {error}", pytrace=False)
+    result = check_live(entry, http_client, grpc_client)
+    record_additions(result.additions)
+    if result.findings:
+        pytest.fail(format_findings(result.findings), pytrace=False)
