@@ -1,0 +1,116 @@
+"""Whether a model batches, judged twice: from its ModelConfig (can the scheduler ever form a batch?)
+and from the statistics API (did it? — the realised batch-size histogram from batch_stats). Also the
+"batching off" twin for the gain measurement, written through the ModelConfig writer."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.load import server_stats
+from harness.repository.config import ModelConfig, read_config, write_config
+
+TWIN_SUFFIX = "__unbatched"
+
+
+def config_verdicts(config: ModelConfig) -> list[str]:
+    """Reasons the scheduler cannot (usefully) batch this model; empty when it can."""
+    reasons = []
+    if config.max_batch_size == 0:
+        reasons.append(f"{config.name}: max_batch_size is 0 — the model has no batch dimension, Triton never batches it")
+    elif config.max_batch_size == 1:
+        reasons.append(f"{config.name}: max_batch_size is 1 — every batch holds one request")
+    if not config.HasField("dynamic_batching") and not config.HasField("sequence_batching"):
+        reasons.append(f"{config.name}: config has no dynamic_batching — the default scheduler executes "
+                       "each request on its own")
+    elif config.HasField("dynamic_batching"):
+        db = config.dynamic_batching
+        sizes = list(db.preferred_batch_size)
+        if sizes and db.max_queue_delay_microseconds == 0:
+            reasons.append(f"{config.name}: preferred_batch_size {sizes} with max_queue_delay_microseconds 0 — the "
+                           "scheduler never waits for a preferred batch to fill; batches form only from a backlog")
+    return reasons
+
+
+def is_ensemble(config: ModelConfig) -> bool:
+    return config.platform == "ensemble" or config.HasField("ensemble_scheduling")
+
+
+def target_batch(config: ModelConfig) -> int:
+    """The batch the scheduler aims for: the largest preferred size, else max_batch_size."""
+    sizes = list(config.dynamic_batching.preferred_batch_size) if config.HasField("dynamic_batching") else []
+    return max(sizes) if sizes else max(1, config.max_batch_size)
+
+
+def load_concurrency(config: ModelConfig, cap: int = 64) -> int:
+    """Issue 8: under concurrency ≥ 2 × the preferred size the batches must reach it."""
+    return max(2, min(cap, 2 * target_batch(config)))
+
+
+@dataclass
+class BatchProfile:
+    histogram: dict[int, int]  # batch size → executions
+    executions: int
+    inferences: int
+
+    @property
+    def average(self) -> float:
+        return self.inferences / self.executions if self.executions else 0.0
+
+    @property
+    def largest(self) -> int:
+        return max(self.histogram, default=0)
+
+    def to_dict(self) -> dict:
+        return {"histogram": {str(k): v for k, v in self.histogram.items()}, "executions": self.executions,
+                "inferences": self.inferences, "average_batch": round(self.average, 3), "largest_batch": self.largest}
+
+
+def batch_profile(start: dict, end: dict, model: str) -> BatchProfile:
+    d = server_stats.delta(start, end, model)
+    return BatchProfile(d["batch_stats"], d["execution_count"], d["inference_count"])
+
+
+def judge_batches(config: ModelConfig, profile: BatchProfile, concurrency: int) -> list[str]:
+    """Measured verdict: the average batch exceeds 1 and the largest realised batch reaches the
+    smallest preferred size (2 when none is set)."""
+    problems = []
+    sizes = sorted(config.dynamic_batching.preferred_batch_size) if config.HasField("dynamic_batching") else []
+    need = min(sizes[0], concurrency) if sizes else 2
+    if profile.executions == 0:
+        return [f"{config.name}: the statistics API counted no executions during the measurement"]
+    if profile.average <= 1.0:
+        problems.append(f"{config.name}: average batch {profile.average:.2f} at concurrency {concurrency} — expected > 1; "
+                        f"histogram {profile.histogram}")
+    if profile.largest < need:
+        problems.append(f"{config.name}: largest realised batch {profile.largest} never reached "
+                        f"{'the preferred size ' if sizes else ''}{need} at concurrency {concurrency}; "
+                        f"histogram {profile.histogram}")
+    return problems
+
+
+def judge_gain(name: str, on_throughput: float, off_throughput: float, minimum: float) -> list[str]:
+    if off_throughput <= 0:
+        return [f"{name}: the unbatched twin completed nothing; no gain can be computed"]
+    gain = on_throughput / off_throughput
+    if gain < minimum:
+        return [f"{name}: dynamic batching gains {gain:.2f}× throughput ({on_throughput:.1f} vs "
+                f"{off_throughput:.1f} infer/s unbatched) — expected ≥ {minimum:g}×; batches form but execute "
+                "costs as much as one request each (does execute() loop over requests one by one?)"]
+    return []
+
+
+def write_unbatched_twin(repository: Path, name: str) -> str:
+    """Copy model `name` to NAME__unbatched with dynamic_batching removed (same files, same instances)."""
+    repository = Path(repository)
+    twin = name + TWIN_SUFFIX
+    target = repository / twin
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(repository / name, target, symlinks=True)
+    config = read_config(target)
+    config.name = twin
+    config.ClearField("dynamic_batching")
+    write_config(target, config)
+    return twin

@@ -1,0 +1,75 @@
+"""What every request carries: one tensor per model input, built once from the ModelConfig so a load
+run never spends client time making data. Picklable, so worker processes get the same bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.repository.config import ModelConfig, dtype_name
+
+_NUMPY = {
+    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
+    "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64,
+    "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
+}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    datatype: str  # tritonclient's spelling: FP32, BYTES, ...
+    array: np.ndarray
+
+    @property
+    def shape(self) -> list[int]:
+        return list(self.array.shape)
+
+
+@dataclass(frozen=True)
+class Payload:
+    model: str
+    tensors: tuple[Tensor, ...]
+    outputs: tuple[str, ...] = ()  # empty: the server returns every output
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.array.nbytes if t.datatype != "BYTES" else sum(len(b) for b in t.array.flat) for t in self.tensors)
+
+
+def encoded_image(width: int = 640, height: int = 480, seed: int = 0) -> bytes:
+    """A JPEG with structure (gradients and blocks), for TYPE_STRING image inputs."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    image = np.stack([(x * 255 // width), (y * 255 // height), ((x + y) * 127 // (width + height))], -1).astype(np.uint8)
+    for _ in range(6):
+        x0, y0 = rng.integers(0, width - 80), rng.integers(0, height - 80)
+        image[y0:y0 + 80, x0:x0 + 80] = rng.integers(0, 255, 3)
+    ok, data = cv2.imencode(".jpg", image)
+    assert ok
+    return data.tobytes()
+
+
+def payload_from_config(config: ModelConfig, batch: int = 1, shapes: dict[str, list[int]] | None = None,
+                        dynamic_size: int = 640, seed: int = 0) -> Payload:
+    """One request of `batch` rows (no batch dimension when max_batch_size is 0). Variable dims (-1)
+    take `dynamic_size` unless `shapes` names the input; BYTES inputs carry an encoded image."""
+    rng = np.random.default_rng(seed)
+    tensors = []
+    for spec in config.input:
+        datatype = "BYTES" if dtype_name(spec.data_type) == "STRING" else dtype_name(spec.data_type)
+        dims = list((shapes or {}).get(spec.name) or [d if d >= 0 else dynamic_size for d in spec.dims])
+        if datatype == "BYTES" and (shapes or {}).get(spec.name) is None:
+            dims = [d if d >= 0 else 1 for d in spec.dims]
+        shape = ([batch] if config.max_batch_size > 0 else []) + dims
+        if datatype == "BYTES":
+            array = np.full(shape, encoded_image(seed=seed), dtype=np.object_)
+        elif datatype.startswith("FP"):
+            array = rng.random(shape, dtype=np.float32).astype(_NUMPY[datatype])
+        else:
+            array = rng.integers(0, 2 if datatype == "BOOL" else 100, shape).astype(_NUMPY[datatype])
+        tensors.append(Tensor(spec.name, datatype, array))
+    return Payload(config.name, tuple(tensors))

@@ -1,0 +1,146 @@
+"""suites/batching measures for minutes, so it runs only under `pytest --benchmark-only`; in a plain
+conformance run its tests are skipped with that reason. One scratch repository per session holds the
+models under test, their `NAME__unbatched` twins and the null model, behind one server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.load import ClientSpec, LoadResult, LoadSettings, payload_from_config, run_load
+from harness.load.batching import TWIN_SUFFIX, config_verdicts, is_ensemble, write_unbatched_twin
+from harness.load.null_model import NAME as NULL_MODEL, write_null_model
+from harness.load.payload import Payload
+from harness.load.results import load_result, read_raw, write_raw
+from harness.load.server_stats import StatisticsProbe
+from harness.repository.config import CONFIG_NAME, read_config
+
+HERE = Path(__file__).parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("yts-batching", "yolo-triton-suite batching suite (pytest --benchmark-only)")
+    add = group.addoption
+    add("--batching-models", default=None, help="comma-separated models to measure (default: every non-ensemble model)")
+    add("--batching-protocol", default="grpc", choices=("grpc", "http"), help="client protocol for the measurements")
+    add("--batching-window", type=float, default=2.0, help="measurement window, seconds (perf_analyzer: 5)")
+    add("--batching-warmup", type=float, default=1.0, help="seconds of load before the first window counts")
+    add("--batching-max-windows", type=int, default=6, help="windows per point before giving up on stability")
+    add("--batching-processes", type=int, default=1, help="load generator processes")
+    add("--batching-max-concurrency", type=int, default=16, help="cap on 2 × preferred batch size")
+    add("--batching-gain-min", type=float, default=1.5, help="least throughput gain batching must bring")
+    add("--batching-fidelity-tolerance", type=float, default=0.5,
+        help="fail when our throughput / wrk's leaves 1 ± this (goal: 0.05; default generous for shared CPUs)")
+    add("--batching-fidelity-model", default=None, help="model for the wrk comparison (default: first batching one)")
+    add("--batching-latency-bound-ms", type=float, default=None, help="also search the best concurrency with p99 ≤ this")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("benchmark_only"):
+        return
+    skip = pytest.mark.skip(reason="batching benchmarks run with `pytest --benchmark-only` (they measure for minutes)")
+    for item in items:
+        if HERE in Path(str(item.path)).parents:
+            item.add_marker(skip)
+
+
+def models_under_test(config: pytest.Config) -> list[str]:
+    if config.getoption("--batching-models"):
+        return [m.strip() for m in config.getoption("--batching-models").split(",") if m.strip()]
+    source = _source(config)
+    names = []
+    for model_dir in sorted(p for p in source.iterdir() if (p / CONFIG_NAME).is_file()):
+        if not is_ensemble(read_config(model_dir)):
+            names.append(model_dir.name)
+    return names
+
+
+def _source(config: pytest.Config) -> Path:
+    repo = config.getoption("--repo")
+    if repo is not None:
+        return Path(repo).resolve()
+    from harness.reference import build_reference_repository
+
+    return build_reference_repository()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "model" in metafunc.fixturenames:
+        models = models_under_test(metafunc.config) if metafunc.config.getoption("benchmark_only") else ["all"]
+        metafunc.parametrize("model", models)
+
+
+class BatchingBench:
+    """The session's measurements: started lazily (a config verdict needs no server), cached per
+    (model, concurrency, protocol), each written raw to disk before it is read back and judged."""
+
+    def __init__(self, pytestconfig: pytest.Config, source: Path):
+        from harness.repository.scratch import scratch_copy
+
+        self.pytestconfig = pytestconfig
+        self.option = pytestconfig.getoption
+        self.repository = scratch_copy(source)
+        self.configs = {}
+        for model in models_under_test(pytestconfig):
+            if not (self.repository / model / CONFIG_NAME).is_file():
+                raise pytest.UsageError(f"--batching-models: {model} is not a model in {source}")
+            self.configs[model] = read_config(self.repository / model)
+            if not config_verdicts(self.configs[model]):
+                self.configs[model + TWIN_SUFFIX] = read_config(self.repository / write_unbatched_twin(self.repository, model))
+        write_null_model(self.repository)
+        self.configs[NULL_MODEL] = read_config(self.repository / NULL_MODEL)
+        report = self.option("--report-dir")
+        from harness.paths import cache_dir
+
+        self.report_dir = Path(report) / "batching" if report else cache_dir("reports", "batching")
+        self.report_dir.mkdir(parents=True, exist_ok=True)
+        self.server = None
+        self._cache: dict[tuple, tuple[LoadResult, Path]] = {}
+
+    def start(self):
+        if self.server is None:
+            from harness.plugin import start_server
+
+            self.server = start_server(self.pytestconfig, self.repository)
+        return self.server
+
+    def settings(self, concurrency: int) -> LoadSettings:
+        return LoadSettings(concurrency=concurrency, window_s=self.option("--batching-window"),
+                            warmup_s=self.option("--batching-warmup"), max_windows=self.option("--batching-max-windows"),
+                            processes=min(self.option("--batching-processes"), concurrency))
+
+    def payload(self, model: str) -> Payload:
+        return payload_from_config(self.configs[model])
+
+    def url(self, protocol: str) -> str:
+        server = self.start()
+        return server.endpoints.grpc if protocol == "grpc" else server.endpoints.http
+
+    def measure(self, model: str, concurrency: int, protocol: str | None = None) -> tuple[LoadResult, Path]:
+        protocol = protocol or self.option("--batching-protocol")
+        key = (model, concurrency, protocol)
+        if key not in self._cache:
+            spec = ClientSpec(protocol, self.url(protocol), self.payload(model))
+            probe = StatisticsProbe(self.start().endpoints.grpc, model)
+            try:
+                result = run_load(spec, self.settings(concurrency), probe)
+            finally:
+                probe.close()
+            path = write_raw(self.report_dir, f"{model}-{protocol}-c{concurrency}", result.to_dict())
+            self._cache[key] = (load_result(read_raw(path)), path)
+        return self._cache[key]
+
+    def measured(self) -> list[LoadResult]:
+        return [result for result, _ in self._cache.values()]
+
+    def stop(self):
+        if self.server is not None:
+            self.server.stop()
+
+
+@pytest.fixture(scope="session")
+def bench(pytestconfig, repository_source):
+    bench = BatchingBench(pytestconfig, repository_source)
+    yield bench
+    bench.stop()

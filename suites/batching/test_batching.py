@@ -1,0 +1,134 @@
+"""Dynamic batching, proven from the statistics API instead of assumed, and what it buys: batches
+form under load, the gain over the same model unbatched, the throughput/p95 curve, the generator's
+fidelity against wrk, and the harness's own ceiling. Gates are ratios within this run; absolute
+numbers are reported (pytest-benchmark JSON, raw files in the report dir), never asserted."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.load import ClientSpec, run_load
+from harness.load.batching import (TWIN_SUFFIX, batch_profile, config_verdicts, judge_batches, judge_gain,
+                                   load_concurrency)
+from harness.load.benchjson import record, summary
+from harness.load.generator import search_latency_bound
+from harness.load.null_model import NAME as NULL_MODEL
+from harness.load.plot import plot_sweep
+from harness.load.results import write_raw
+from harness.load.server_stats import split
+from harness.load.wrk import WrkUnavailable, fidelity_ratio, run_wrk, wrk_binary
+
+# The harness must outrun every model it measures by this much against the echo model, or the
+# numbers above measured the client, not the server.
+HEADROOM = 1.2
+
+
+def _can_batch(bench, model):
+    reasons = config_verdicts(bench.configs[model])
+    if reasons:
+        pytest.skip("not batching (see test_batches_form): " + "; ".join(reasons))
+
+
+def _concurrency(bench, model):
+    return load_concurrency(bench.configs[model], cap=bench.option("--batching-max-concurrency"))
+
+
+def test_batches_form(benchmark, bench, model):
+    """Config first (can the scheduler ever batch?), then the realised histogram under 2 × preferred size."""
+    config = bench.configs[model]
+    reasons = config_verdicts(config)
+    assert not reasons, "not batching:\n  " + "\n  ".join(reasons)
+    concurrency = _concurrency(bench, model)
+    result, raw = bench.measure(model, concurrency)
+    profile = batch_profile(result.server_stats["start"], result.server_stats["end"], model)
+    record(benchmark, result, batch=profile.to_dict(), raw=str(raw),
+           server_ms=split(result.server_stats["start"], result.server_stats["end"], model))
+    assert result.completed > 0, f"{model}: no request completed; errors: {result.error_messages}"
+    problems = judge_batches(config, profile, concurrency)
+    assert not problems, "\n".join(problems)
+
+
+def test_batching_gain(benchmark, bench, model):
+    """Same model, same concurrency, with and without dynamic_batching, in this one run."""
+    _can_batch(bench, model)
+    concurrency = _concurrency(bench, model)
+    on, on_raw = bench.measure(model, concurrency)
+    off, off_raw = bench.measure(model + TWIN_SUFFIX, concurrency)
+    gain = on.throughput / off.throughput if off.throughput else math.inf
+    p95_cost = on.latency_ms["p95"] / off.latency_ms["p95"] if off.latency_ms["p95"] else math.nan
+    minimum = bench.option("--batching-gain-min")
+    record(benchmark, on, gain=round(gain, 3), p95_cost=round(p95_cost, 3), gain_min=minimum,
+           batching_on=summary(on), batching_off=summary(off), raw=[str(on_raw), str(off_raw)])
+    problems = judge_gain(model, on.throughput, off.throughput, minimum)
+    assert not problems, "\n".join(problems) + f" (p95 {on.latency_ms['p95']:.1f} vs {off.latency_ms['p95']:.1f} ms)"
+
+
+def test_concurrency_sweep(benchmark, bench, model):
+    """perf_analyzer's concurrency range (powers of two up to 2 × preferred size); every request answered."""
+    top = _concurrency(bench, model)
+    levels = sorted({min(top, 2 ** i) for i in range(0, top.bit_length() + 1)})
+    points, raws = [], []
+    for concurrency in levels:
+        result, raw = bench.measure(model, concurrency)
+        points.append({"concurrency": concurrency, "throughput": result.throughput, "p95_ms": result.latency_ms["p95"],
+                       "p50_ms": result.latency_ms["p50"], "p99_ms": result.latency_ms["p99"],
+                       "errors": result.errors, "stable": result.stable})
+        raws.append(str(raw))
+    extra = {"sweep": points, "raw": raws}
+    bound = bench.option("--batching-latency-bound-ms")
+    if bound:
+        spec = ClientSpec(bench.option("--batching-protocol"), bench.url(bench.option("--batching-protocol")),
+                          bench.payload(model))
+        best, tried = search_latency_bound(spec, bench.settings(1), bound, max_concurrency=top * 4)
+        extra["latency_bound"] = {"p99_bound_ms": bound, "best": summary(best) if best else None,
+                                  "tried": [summary(r) for r in tried]}
+    plot = plot_sweep({model: points}, bench.report_dir / f"sweep-{model}.png", f"{model}: throughput vs p95")
+    record(benchmark, result, plot=str(plot), **extra)
+    failed = [p for p in points if p["errors"]]
+    assert not failed, f"{model}: requests failed under load: " + ", ".join(
+        f"concurrency {p['concurrency']}: {p['errors']} errors" for p in failed)
+
+
+def test_generator_fidelity(benchmark, bench):
+    """Our HTTP closed loop vs wrk (C, same bytes, same connections) at saturation on one model."""
+    try:
+        wrk_binary()
+    except WrkUnavailable as error:
+        pytest.skip(str(error))
+    model = bench.option("--batching-fidelity-model") or next(
+        (m for m, c in bench.configs.items() if not m.endswith(TWIN_SUFFIX) and m != NULL_MODEL and not config_verdicts(c)),
+        None)
+    if model is None:
+        pytest.skip("no batching model to compare on")
+    concurrency = _concurrency(bench, model)
+    ours, ours_raw = bench.measure(model, concurrency, protocol="http")
+    duration = sum(w.duration_s for w in ours.windows[-bench.settings(concurrency).stability_count:])
+    theirs = run_wrk(bench.url("http"), bench.payload(model), connections=concurrency, duration_s=duration)
+    ratio = fidelity_ratio(ours.throughput, theirs.throughput)
+    tolerance = bench.option("--batching-fidelity-tolerance")
+    raw = write_raw(bench.report_dir, f"{model}-wrk-c{concurrency}", theirs.to_dict())
+    record(benchmark, ours, wrk=theirs.to_dict(), fidelity_ratio=round(ratio, 4), within_5_percent=abs(ratio - 1) <= 0.05,
+           raw=[str(ours_raw), str(raw)])
+    assert theirs.errors == 0, f"wrk saw {theirs.errors} errors posting to {model}: {theirs.command}"
+    assert abs(ratio - 1) <= tolerance, (
+        f"{model}: our generator measured {ours.throughput:.1f} infer/s, wrk {theirs.throughput:.1f} at "
+        f"{concurrency} connections — ratio {ratio:.3f}, expected 1 ± {tolerance:g}")
+
+
+def test_harness_overhead(benchmark, bench):
+    """The echo model and a do-nothing client bound what this harness can measure at all."""
+    concurrency = max([r.settings["concurrency"] for r in bench.measured()] or [8])
+    echo, raw = bench.measure(NULL_MODEL, concurrency)
+    engine = run_load(ClientSpec("null", ""), bench.settings(concurrency))
+    models = [r for r in bench.measured() if r.model != NULL_MODEL]
+    best = max(models, key=lambda r: r.throughput, default=None)
+    record(benchmark, echo, engine_ceiling=round(engine.throughput, 1), raw=str(raw),
+           best_model=summary(best) if best else None)
+    assert echo.errors == 0, f"the echo model failed: {echo.error_messages}"
+    if best is not None:
+        assert echo.throughput >= HEADROOM * best.throughput, (
+            f"the harness reaches {echo.throughput:.1f} infer/s on the echo model but measured {best.model} at "
+            f"{best.throughput:.1f}: less than {HEADROOM}× headroom, so that number is the client's limit "
+            f"(client CPU {echo.client_cpu:.0%}; raise --batching-processes)")
