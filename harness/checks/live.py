@@ -28,7 +28,7 @@ class LiveResult:
     additions: dict[str, object] = field(default_factory=dict)  # Triton's auto-complete, by field path
 
 
-def ensure_loaded(entry: ModelEntry, http_client, *, can_load: bool) -> None:
+def ensure_loaded(entry: ModelEntry, http_client, *, can_load: bool, log_tail=None) -> None:
     """Load the model through the repository API unless it is READY already. A server without the
     model's backend is a reason not to test (NotApplicable), not a failure."""
     from tritonclient.utils import InferenceServerException
@@ -45,7 +45,16 @@ def ensure_loaded(entry: ModelEntry, http_client, *, can_load: bool) -> None:
     missing = MISSING_BACKEND.search(reason or "")
     if missing:
         raise NotApplicable(f"not tested, because the server has no {missing.group(1)} backend")
-    raise LoadFailed(f"Triton did not load {entry.name}: {reason or 'not READY and this server does not allow loading'}")
+    message = f"Triton did not load {entry.name}: {reason or 'not READY and this server does not allow loading'}"
+    logged = server_log_errors(log_tail(400), entry.name) if log_tail else []
+    if logged:  # "failed to poll from model repository" says nothing; the log says why
+        message += "\nTriton's log:\n" + "\n".join(f"  {line}" for line in logged)
+    raise LoadFailed(message)
+
+
+def server_log_errors(log: str, model: str) -> list[str]:
+    """Error lines (Triton's `E` level) of the server log that name the model."""
+    return [line.strip() for line in log.splitlines() if line.startswith("E") and f"'{model}'" in line]
 
 
 class LoadFailed(RuntimeError):

@@ -1,6 +1,6 @@
-"""Schema: config.pbtxt as a ModelConfig, and the rules Triton applies at load (or, for
-preferred_batch_size, does not apply: Triton 2.51 loads a preferred_batch_size above max_batch_size
-without a word, so only this check catches it)."""
+"""Schema: config.pbtxt as a ModelConfig, and the rules Triton applies at load — stated before any
+server runs and in plain words — plus a few it does not apply (dynamic_batching with max_batch_size 0,
+an absurd queue delay: Triton 2.51 loads both)."""
 
 from __future__ import annotations
 
@@ -98,8 +98,8 @@ def _batching(config: ModelConfig, add) -> None:
             add(f"preferred_batch_size {size} is not a batch size; expected 1..{mbs}")
         elif mbs > 0 and size > mbs:
             add(f"preferred_batch_size {size} is above max_batch_size {mbs}: the scheduler can never form that "
-                f"batch; expected every preferred size <= {mbs}. Triton 2.51 loads this config without "
-                "complaint, so only this check reports it")
+                f"batch; expected every preferred size <= {mbs} (Triton 2.51 refuses the load with only "
+                "\"dynamic batching preferred size must be <= max batch size\" in its log)")
     delay = batching.max_queue_delay_microseconds
     if delay > MAX_SANE_QUEUE_DELAY_US:
         add(f"max_queue_delay_microseconds {delay} holds each request up to {delay / 1e6:g} s: expected at most "

@@ -11,12 +11,15 @@ pytestmark = pytest.mark.server
 def test_live(entry, triton_server, http_client, grpc_client, record_additions):
     if entry.config is None:
         pytest.skip("config.pbtxt missing or unreadable (the layout/schema checks report it)")
+    refused = None
     try:
-        ensure_loaded(entry, http_client, can_load=triton_server.controls_repository)
+        ensure_loaded(entry, http_client, can_load=triton_server.controls_repository, log_tail=triton_server.log_tail)
     except NotApplicable as reason:
         pytest.skip(str(reason))
     except LoadFailed as error:
-        pytest.fail(f"[live] {entry.name}: {error}", pytrace=False)
+        refused = str(error)
+    if refused:
+        pytest.fail(f"[live] {entry.name}: {refused}", pytrace=False)
     result = check_live(entry, http_client, grpc_client)
     record_additions(result.additions)
     if result.findings:

@@ -1,0 +1,115 @@
+"""suites/config catches every broken repository in fixtures/config/ with the check that owns the
+mistake and a message naming it, no other check fails on it, and the good repository passes — offline
+(no server, seconds) and live (the embedded server, Python backend only)."""
+
+from __future__ import annotations
+
+import pytest
+
+# Imported before pytester snapshots sys.modules: an in-process run would otherwise import the
+# ModelConfig protobuf and onnx a second time, which protobuf's descriptor pool refuses (and onnx's
+# extension aborts the process on).
+import harness.engines.onnx_signature  # noqa: F401
+import harness.checks.bindings  # noqa: F401
+import harness.checks.layout  # noqa: F401
+import harness.checks.live  # noqa: F401
+import harness.checks.schema  # noqa: F401
+import tritonclient.grpc  # noqa: F401
+import tritonclient.http  # noqa: F401
+from harness.checks.bindings import compare_signature
+from harness.engines.signature import Profile, Signature, TensorSpec
+from harness.paths import FIXTURES, PROJECT_ROOT
+from harness.repository.config import parse_config
+
+SUITE = PROJECT_ROOT / "suites" / "config"
+FIXTURE_DIR = FIXTURES / "config"
+
+# broken repository -> (the one test that must fail, words its message must contain)
+BROKEN = {
+    "wrong_input_name": ("test_bindings[yolo_onnx]", "input 'image' of config.pbtxt is not an input of the model"),
+    "fp16_vs_fp32": ("test_bindings[yolo_onnx]", "config.pbtxt says TYPE_FP16, the model's tensor is FP32"),
+    "dims_640_vs_320_engine": ("test_bindings[yolo_onnx]", "dim 2 is 640 in config.pbtxt"),
+    "batch_dim_in_dims": ("test_bindings[yolo_onnx]", "dims [-1, 3, 320, 320] include the batch dim"),
+    "max_batch_above_profile": ("test_bindings[yolo_onnx]", "max_batch_size 8 is above the model's fixed batch dim 1"),
+    "plan_named_engine": ("test_layout[yolo_trt]", "Triton loads only model.plan"),
+    "missing_version_dir": ("test_layout[yolo_detector]", "no version directory"),
+    "non_numeric_version_dir": ("test_layout[yolo_detector]", "version directory 'v1' is not a number"),
+    "preferred_above_max_batch": ("test_schema[yolo_detector]", "preferred_batch_size 8 is above max_batch_size 4"),
+    "ensemble_missing_tensor": ("test_schema[yolo_ensemble]", "wired to 'letterboxed', which no ensemble input"),
+    "config_name_mismatch": ("test_layout[yolo_raw]", "config name 'yolo_detector' differs from its directory 'yolo_raw'"),
+}
+
+
+def run_suite(pytester: pytest.Pytester, fixture: str, *args: str):
+    return pytester.inline_run(str(SUITE), "--repo", str(FIXTURE_DIR / fixture), "-p", "no:cacheprovider", "-q", *args)
+
+
+def failures(recorder) -> dict[str, str]:
+    return {report.nodeid.split("::")[-1]: report.longreprtext for report in recorder.getfailures()}
+
+
+def test_every_broken_fixture_is_listed():
+    on_disk = {p.name for p in FIXTURE_DIR.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    assert on_disk - {"good", "served_shape_differs"} == set(BROKEN)
+
+
+def test_good_repository_passes_offline(pytester):
+    recorder = run_suite(pytester, "good", "-m", "not server")
+    passed, skipped, failed = recorder.listoutcomes()
+    assert not failed, failures(recorder)
+    assert len(passed) == 11  # 4 models x layout/schema, 3 with a model file x bindings
+
+
+@pytest.mark.parametrize("fixture", sorted(BROKEN))
+def test_broken_repository_fails_its_check_only(pytester, fixture):
+    expected, words = BROKEN[fixture]
+    recorder = run_suite(pytester, fixture, "-m", "not server")
+    failed = failures(recorder)
+    assert set(failed) == {expected}, f"{fixture}: expected only {expected} to fail, failed: {sorted(failed)}\n{failed}"
+    assert words in failed[expected], f"{fixture}: the message does not name the cause ({words!r}):\n{failed[expected]}"
+
+
+@pytest.mark.server
+def test_good_repository_passes_live(pytester):
+    recorder = run_suite(pytester, "good", "-k", "live")
+    assert not recorder.getfailures(), failures(recorder)
+    passed = [r.nodeid.split("::")[-1] for r in recorder.getreports("pytest_runtest_logreport") if r.when == "call" and r.passed]
+    assert sorted(passed) == ["test_live[yolo_detector]", "test_live[yolo_ensemble]", "test_live[yolo_preprocess]"]
+    (onnx,) = [r for r in recorder.getreports("pytest_runtest_logreport") if r.skipped]
+    assert "not tested, because the server has no onnxruntime backend" in onnx.longreprtext
+
+
+@pytest.mark.server
+def test_live_check_catches_what_only_serving_shows(pytester):
+    """Declared output0 [6, 8], served [6, 4]: every file agrees with itself, the server's answer does not."""
+    recorder = run_suite(pytester, "served_shape_differs")
+    failed = failures(recorder)
+    assert set(failed) == {"test_live[yolo_detector]"}, failed
+    assert "output 'output0' has shape [1, 6, 4], declared [1, 6, 8]" in failed["test_live[yolo_detector]"]
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("fixture, model, reason", [
+    ("ensemble_missing_tensor", "yolo_ensemble", "'letterboxed', is not connected"),
+    ("preferred_above_max_batch", "yolo_detector", "preferred size must be <= max batch size"),
+])
+def test_live_reports_tritons_own_reason(pytester, fixture, model, reason):
+    """A model Triton refuses fails its live test with the reason from Triton's log, not "failed to poll"."""
+    failed = failures(run_suite(pytester, fixture, "-k", "live"))
+    assert set(failed) == {f"test_live[{model}]"}, failed
+    assert reason in failed[f"test_live[{model}]"], failed
+
+
+def _plan_signature(max_batch: int) -> Signature:
+    shape = (-1, 3, 320, 320)
+    return Signature(
+        inputs=(TensorSpec("images", "FP32", shape),), outputs=(TensorSpec("output0", "FP32", (-1, 6, 100)),),
+        profiles=(Profile("images", (1, 3, 320, 320), (4, 3, 320, 320), (max_batch, 3, 320, 320)),))
+
+
+def test_plan_profile_max_batch_is_checked():
+    """TensorRT is not installable here, so the plan path is driven with the signature a plan reports."""
+    config = parse_config((FIXTURE_DIR / "max_batch_above_profile" / "yolo_onnx" / "config.pbtxt").read_text())
+    assert not compare_signature(config, _plan_signature(8), "yolo_trt", "1/model.plan")
+    (finding,) = compare_signature(config, _plan_signature(4), "yolo_trt", "1/model.plan")
+    assert "max_batch_size 8 is above the profile's max batch 4" in finding.message
