@@ -95,6 +95,8 @@ class EndToEndModel:
             tensors, metas = self.pipeline.preprocess(encoded)
         except ValueError as error:
             raise RequestError(str(error)) from error
+        except OSError as error:  # PIL raises OSError for a JPEG cut inside its headers
+            raise RequestError(f"image data is truncated or corrupt: {error}") from error
         return self.pipeline.postprocess(raw_forward(tensors), metas)
 
     def outputs(self, detections: np.ndarray, num: np.ndarray):

@@ -1,0 +1,63 @@
+"""Protocol suite fixtures: the served models seen through their metadata (harness.protocol.models),
+grouped by the part they play, and the bad-input tally printed at the end of the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.protocol.badinput import CATALOGUE
+from harness.protocol.models import ModelView, discover
+
+HERE = Path(__file__).parent
+LAST = "test_server_still_ready_at_the_end"
+TALLY: dict[str, dict[str, str]] = {}  # bad-input kind -> protocol -> outcome, for the summary
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in (i for i in items if HERE in i.path.parents):
+        item.add_marker(pytest.mark.protocol)
+        item.add_marker(pytest.mark.server)
+    last = [i for i in items if i.name == LAST]
+    items[:] = [i for i in items if i.name != LAST] + last
+
+
+@pytest.fixture(scope="session")
+def served_models(triton_server) -> list[ModelView]:
+    views = discover(triton_server.endpoints.http)
+    assert views, f"the server serves no READY model; log tail:\n{triton_server.log_tail()}"
+    return views
+
+
+@pytest.fixture(scope="session")
+def models_by_role(served_models) -> dict[str, list[ModelView]]:
+    roles: dict[str, list[ModelView]] = {"tensor": [], "image": []}
+    for view in served_models:
+        if view.role:
+            roles[view.role].append(view)
+    return roles
+
+
+def pytest_runtest_logreport(report):
+    kind = dict(report.user_properties).get("bad_input_kind")
+    if kind is None or (report.when != "call" and not report.skipped):
+        return
+    TALLY.setdefault(kind, {})[dict(report.user_properties)["protocol"]] = report.outcome
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    tally = TALLY
+    if not tally:
+        return
+    judged = {k: v for k, v in tally.items() if any(o != "skipped" for o in v.values())}
+    failed = sorted(k for k, v in tally.items() if "failed" in v.values())
+    terminalreporter.write_line(
+        f"[yts protocol] bad-input catalogue: {len(CATALOGUE)} kinds, {len(judged)} judged on this repository, "
+        f"{len(judged) - len(failed)} conform, {len(failed)} do not{': ' + ', '.join(failed) if failed else ''}")
+    report_dir = config.getoption("--report-dir")
+    if report_dir:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        (report_dir / "protocol_bad_input.json").write_text(json.dumps(
+            {"kinds": len(CATALOGUE), "judged": len(judged), "nonconforming": failed, "outcomes": tally}, indent=2))
