@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --report-dir: judge the run against this certification profile "
                          "(name in harness/report/profiles or a .toml path); the exit status follows the verdict")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
+    from harness.load.options import add_options as add_batching_options
+
+    add_batching_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -192,6 +195,11 @@ def triton_server(pytestconfig: pytest.Config, repository: Path):
     terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
     if terminal is not None:
         terminal.write_line(f"\n[yts] {server.describe()}")
+    from harness.protocol.untrusted import warn_if_host_executes
+
+    notice = warn_if_host_executes(server)
+    if notice and terminal is not None:
+        terminal.write_line(f"[yts] WARNING: {notice}")
     yield server
     server.stop()
 

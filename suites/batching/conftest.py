@@ -1,6 +1,7 @@
 """suites/batching measures for minutes, so it runs only under `pytest --benchmark-only`; in a plain
 conformance run its tests are skipped with that reason. One scratch repository per session holds the
-models under test, their `NAME__unbatched` twins and the null model, behind one server."""
+models under test, their `NAME__unbatched` twins and the null model, behind one server. Its options (--batching-*) live in harness.load.options, registered by the
+plugin, so they work with a bare `pytest --benchmark-only` too."""
 
 from __future__ import annotations
 
@@ -17,23 +18,6 @@ from harness.load.server_stats import StatisticsProbe
 from harness.repository.config import CONFIG_NAME, read_config
 
 HERE = Path(__file__).parent
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("yts-batching", "yolo-triton-suite batching suite (pytest --benchmark-only)")
-    add = group.addoption
-    add("--batching-models", default=None, help="comma-separated models to measure (default: every non-ensemble model)")
-    add("--batching-protocol", default="grpc", choices=("grpc", "http"), help="client protocol for the measurements")
-    add("--batching-window", type=float, default=2.0, help="measurement window, seconds (perf_analyzer: 5)")
-    add("--batching-warmup", type=float, default=1.0, help="seconds of load before the first window counts")
-    add("--batching-max-windows", type=int, default=6, help="windows per point before giving up on stability")
-    add("--batching-processes", type=int, default=1, help="load generator processes")
-    add("--batching-max-concurrency", type=int, default=16, help="cap on 2 × preferred batch size")
-    add("--batching-gain-min", type=float, default=1.5, help="least throughput gain batching must bring")
-    add("--batching-fidelity-tolerance", type=float, default=0.5,
-        help="fail when our throughput / wrk's leaves 1 ± this (goal: 0.05; default generous for shared CPUs)")
-    add("--batching-fidelity-model", default=None, help="model for the wrk comparison (default: first batching one)")
-    add("--batching-latency-bound-ms", type=float, default=None, help="also search the best concurrency with p99 ≤ this")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,23 @@
+"""The batching suite's options, registered by harness.plugin (a suite conftest's options are unknown
+when pytest runs from testpaths): one group, one prefix, like pytest-benchmark's own."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("yts-batching", "yolo-triton-suite batching suite (pytest --benchmark-only)")
+    add = group.addoption
+    add("--batching-models", default=None, help="comma-separated models to measure (default: every non-ensemble model)")
+    add("--batching-protocol", default="grpc", choices=("grpc", "http"), help="client protocol for the measurements")
+    add("--batching-window", type=float, default=2.0, help="measurement window, seconds (perf_analyzer: 5)")
+    add("--batching-warmup", type=float, default=1.0, help="seconds of load before the first window counts")
+    add("--batching-max-windows", type=int, default=6, help="windows per point before giving up on stability")
+    add("--batching-processes", type=int, default=1, help="load generator processes")
+    add("--batching-max-concurrency", type=int, default=16, help="cap on 2 × preferred batch size")
+    add("--batching-gain-min", type=float, default=1.5, help="least throughput gain batching must bring")
+    add("--batching-fidelity-tolerance", type=float, default=0.5,
+        help="fail when our throughput / wrk's leaves 1 ± this (goal: 0.05; default generous for shared CPUs)")
+    add("--batching-fidelity-model", default=None, help="model for the wrk comparison (default: first batching one)")
+    add("--batching-latency-bound-ms", type=float, default=None, help="also search the best concurrency with p99 ≤ this")
