@@ -1,0 +1,53 @@
+"""suites/protocol passes the toy repository and flags every broken fixture in fixtures/protocol/ by
+the check meant for it, with a message naming the cause."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.paths import PROJECT_ROOT
+
+SUITE = PROJECT_ROOT / "suites" / "protocol"
+FIXTURES = PROJECT_ROOT / "fixtures" / "protocol"
+
+# fixture -> (-k selection, tests that must fail, words the failure must contain)
+BROKEN = {
+    "nan_crash": ("nan_input", ["test_bad_input[nan_input-http]", "test_bad_input[nan_input-grpc]"],
+                  "the model's stub process died on this input"),
+    "wrong_dtype": ("outputs_match_model_metadata", ["test_outputs_match_model_metadata[http]"],
+                    "detections comes back as FP64, metadata declares FP32 (wrong dtype returned by the model)"),
+    "swallows_errors": ("empty_bytes or non_image_bytes or truncated_jpeg or decompression_bomb",
+                        ["test_bad_input[empty_bytes-http]", "test_bad_input[non_image_bytes-grpc]",
+                         "test_bad_input[decompression_bomb_header-http]"],
+                        "the deployment answers invalid input as if it were valid (errors swallowed)"),
+    "path_escape": ("paths_stay_inside_root", ["test_repository_paths_stay_inside_root"],
+                    "yolo_raw/1/labels.txt: symlink to '/etc/hostname' resolves outside the repository"),
+}
+
+
+def run_suite(repo: str, *args: str) -> subprocess.CompletedProcess:
+    """A subprocess: each run starts its own server, and a crashed stub must not touch this process."""
+    return subprocess.run([sys.executable, "-m", "pytest", str(SUITE), "--repo", str(FIXTURES / repo), "-q",
+                           "-p", "no:cacheprovider", *args], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
+
+
+@pytest.mark.server
+def test_toy_repository_passes():
+    result = run_suite("toy_yolo")
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "bad-input catalogue: 29 kinds, 29 judged on this repository, 29 conform" in result.stdout, result.stdout[-2000:]
+    assert "[yts] WARNING: process launcher: the repository's model code (model.py) runs on this host" in result.stdout
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("fixture", sorted(BROKEN))
+def test_broken_fixture_is_flagged(fixture):
+    selection, failing, cause = BROKEN[fixture]
+    result = run_suite(fixture, "-k", selection)
+    assert result.returncode == 1, f"{fixture} was not flagged:\n{result.stdout[-4000:]}"
+    for test in failing:
+        assert f"FAILED suites/protocol/" in result.stdout and test in result.stdout, f"{test} did not fail for {fixture}:\n{result.stdout[-4000:]}"
+    assert cause in result.stdout, f"the failure for {fixture} does not name the cause ({cause!r}):\n{result.stdout[-4000:]}"
