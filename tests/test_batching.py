@@ -1,0 +1,64 @@
+"""Batching verdicts: each fixture config in fixtures/batching/ gets the reason it cannot batch, the
+good one gets none; the measured verdict reads a histogram both ways; the unbatched twin differs from
+its model only in dynamic_batching and name."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.load.batching import (BatchProfile, config_verdicts, judge_batches, judge_gain, load_concurrency,
+                                   write_unbatched_twin)
+from harness.paths import FIXTURES
+from harness.repository.config import read_config
+from harness.repository.scratch import scratch_copy
+
+CASES = FIXTURES / "batching"
+CONFIG_FAILURES = {
+    "no_dynamic_batching": "config has no dynamic_batching",
+    "max_batch_size_1": "max_batch_size is 1",
+    "queue_delay_zero": "with max_queue_delay_microseconds 0",
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_FAILURES))
+def test_broken_config_is_named(case):
+    reasons = config_verdicts(read_config(CASES / case / "detector"))
+    assert any(CONFIG_FAILURES[case] in reason for reason in reasons), reasons
+
+
+@pytest.mark.parametrize("case", ["batched", "execute_loops"])
+def test_batching_config_passes(case):
+    assert config_verdicts(read_config(CASES / case / "detector")) == []
+
+
+def test_max_batch_size_zero_is_not_batching():
+    config = read_config(CASES / "batched" / "detector")
+    config.max_batch_size = 0
+    assert any("no batch dimension" in r for r in config_verdicts(config))
+
+
+def test_measured_verdict_both_ways():
+    config = read_config(CASES / "batched" / "detector")  # preferred size 4
+    assert load_concurrency(config) == 8
+    assert judge_batches(config, BatchProfile({4: 10, 2: 1}, 11, 42), 8) == []
+    alone = judge_batches(config, BatchProfile({1: 40}, 40, 40), 8)
+    assert any("average batch 1.00" in p for p in alone) and any("never reached the preferred size 4" in p for p in alone)
+    small = judge_batches(config, BatchProfile({2: 20}, 20, 40), 8)
+    assert len(small) == 1 and "largest realised batch 2" in small[0]
+
+
+def test_gain_judged_by_ratio():
+    assert judge_gain("m", 300, 100, 1.5) == []
+    assert "gains 1.10×" in judge_gain("m", 110, 100, 1.5)[0]
+
+
+def test_unbatched_twin(tmp_path):
+    repository = scratch_copy(CASES / "batched", tmp_path)
+    twin = write_unbatched_twin(repository, "detector")
+    original, copy = read_config(repository / "detector"), read_config(repository / twin)
+    assert twin == "detector__unbatched" and not copy.HasField("dynamic_batching")
+    assert (repository / twin / "1" / "model.py").read_bytes() == (repository / "detector" / "1" / "model.py").read_bytes()
+    copy.name = original.name
+    original.ClearField("dynamic_batching")
+    assert copy == original
+    assert any("no dynamic_batching" in r for r in config_verdicts(read_config(repository / twin)))

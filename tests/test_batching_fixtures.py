@@ -1,0 +1,58 @@
+"""suites/batching, run as a user would (`pytest --benchmark-only --repo ...`), passes the good
+fixture repository and fails each broken one in the check and with the words that name the cause;
+a plain run skips it with a reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.paths import FIXTURES, PROJECT_ROOT
+
+SUITE = PROJECT_ROOT / "suites" / "batching"
+FAST = ("--batching-window", "0.5", "--batching-warmup", "0.3", "--batching-max-windows", "4")
+
+BROKEN = {  # fixture repository -> (check that must fail, words its message must contain)
+    "no_dynamic_batching": ("test_batches_form", "config has no dynamic_batching"),
+    "max_batch_size_1": ("test_batches_form", "max_batch_size is 1"),
+    "queue_delay_zero": ("test_batches_form", "never waits for a preferred batch to fill"),
+    "execute_loops": ("test_batching_gain", "does execute() loop over requests one by one?"),
+}
+
+
+def run_suite(pytester, repo, *args):
+    return pytester.runpytest_subprocess(str(SUITE), "--benchmark-only", "--repo", str(FIXTURES / "batching" / repo),
+                                         "-p", "no:cacheprovider", "-q", *FAST, *args, timeout=400)
+
+
+def test_plain_run_skips_with_reason(pytester):
+    result = pytester.runpytest_subprocess(str(SUITE), "--repo", str(FIXTURES / "batching" / "batched"), "-rs")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*run with `pytest --benchmark-only`*"])
+    assert result.parseoutcomes().get("skipped") == 5
+
+
+def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_path):
+    out = tmp_path / "bench.json"
+    result = run_suite(pytester, "batched", f"--benchmark-json={out}", f"--report-dir={tmp_path}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-4000:]
+    benches = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
+    assert set(benches) == {"test_batches_form[detector]", "test_batching_gain[detector]",
+                            "test_concurrency_sweep[detector]", "test_generator_fidelity", "test_harness_overhead"}
+    form = benches["test_batches_form[detector]"]["extra_info"]
+    assert form["batch"]["average_batch"] > 1 and set(form["latency_ms"]) >= {"p50", "p90", "p95", "p99"}
+    assert "stable" in form and benches["test_batches_form[detector]"]["stats"]["rounds"] == form["completed"]
+    assert benches["test_batching_gain[detector]"]["extra_info"]["gain"] >= 1.5
+    assert "fidelity_ratio" in benches["test_generator_fidelity"]["extra_info"]
+    assert (tmp_path / "batching" / "sweep-detector.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("repo", sorted(BROKEN))
+def test_broken_repository_is_flagged(pytester, repo):
+    check, words = BROKEN[repo]
+    result = run_suite(pytester, repo, "-k", "batches_form or batching_gain")
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, f"{repo} passed:\n{output[-3000:]}"
+    result.stdout.fnmatch_lines([f"FAILED *::{check}*"])
+    assert words in output, f"{repo}: failure does not name the cause ({words!r}):\n{output[-3000:]}"
