@@ -33,11 +33,10 @@ def models_under_test(config: pytest.Config) -> list[str]:
     if config.getoption("--batching-models"):
         return [m.strip() for m in config.getoption("--batching-models").split(",") if m.strip()]
     source = _source(config)
-    names = []
-    for model_dir in sorted(p for p in source.iterdir() if (p / CONFIG_NAME).is_file()):
-        if not is_ensemble(read_config(model_dir)):
-            names.append(model_dir.name)
-    return names
+    configs = {p.name: read_config(p) for p in sorted(source.iterdir()) if (p / CONFIG_NAME).is_file()}
+    steps = {step.model_name for c in configs.values() if is_ensemble(c) for step in c.ensemble_scheduling.step}
+    # Ensembles batch inside their steps; steps are served through their ensemble, not to clients.
+    return [name for name, c in configs.items() if not is_ensemble(c) and name not in steps]
 
 
 def _source(config: pytest.Config) -> Path:
@@ -101,10 +100,23 @@ class BatchingBench:
         server = self.start()
         return server.endpoints.grpc if protocol == "grpc" else server.endpoints.http
 
+    def require_ready(self, model: str) -> None:
+        """A model this server cannot load (e.g. a backend the CPU process server lacks) is skipped."""
+        import tritonclient.http as httpclient
+
+        client = httpclient.InferenceServerClient(self.start().endpoints.http)
+        try:
+            if not client.is_model_ready(model):
+                index = {m["name"]: m for m in client.get_model_repository_index()}
+                pytest.skip(f"{model} is not loaded on this server: {index.get(model, {}).get('reason', 'not ready')}")
+        finally:
+            client.close()
+
     def measure(self, model: str, concurrency: int, protocol: str | None = None) -> tuple[LoadResult, Path]:
         protocol = protocol or self.option("--batching-protocol")
         key = (model, concurrency, protocol)
         if key not in self._cache:
+            self.require_ready(model)
             spec = ClientSpec(protocol, self.url(protocol), self.payload(model))
             probe = StatisticsProbe(self.start().endpoints.grpc, model)
             try:

@@ -20,6 +20,8 @@ from harness.load.results import write_raw
 from harness.load.server_stats import split
 from harness.load.wrk import WrkUnavailable, fidelity_ratio, run_wrk, wrk_binary
 
+pytestmark = [pytest.mark.batching, pytest.mark.server]
+
 # The harness must outrun every model it measures by this much against the echo model, or the
 # numbers above measured the client, not the server.
 HEADROOM = 1.2
