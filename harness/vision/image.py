@@ -29,6 +29,8 @@ def decode_image_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.
             raise ValueError(f"not a recognised image format ({len(data)} bytes, starts {bytes(data[:8])!r})") from error
         except Image.DecompressionBombError as error:
             raise ValueError(f"image header declares too many pixels: {error}") from error
+        except (OSError, SyntaxError) as error:  # e.g. a JPEG cut inside its headers
+            raise ValueError(f"image header is truncated or corrupt ({len(data)} bytes): {error}") from error
         w, h = image.size
         if w * h > max_pixels:
             raise ValueError(f"image header declares {w}x{h} = {w * h} pixels, above the limit of {max_pixels}")
