@@ -13,7 +13,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from harness.checks.findings import Finding, NotApplicable
-from harness.checks.model import ModelEntry
+from harness.checks.model import ModelEntry, list_models, load_entry
 from harness.repository.config import ModelConfig, dtype_name, from_json
 
 CHECK = "live"
@@ -26,6 +26,7 @@ IMAGE_SIDE = 64
 class LiveResult:
     findings: list[Finding] = field(default_factory=list)
     additions: dict[str, object] = field(default_factory=dict)  # Triton's auto-complete, by field path
+    notes: list[str] = field(default_factory=list)  # what was not exercised here, and where it is
 
 
 def ensure_loaded(entry: ModelEntry, http_client, *, can_load: bool, log_tail=None) -> None:
@@ -88,9 +89,29 @@ def check_live(entry: ModelEntry, http_client, grpc_client) -> LiveResult:
     for protocol, metadata in (("HTTP", http_client.get_model_metadata(entry.name)),
                                ("gRPC", grpc_client.get_model_metadata(entry.name, as_json=True))):
         _metadata(entry, protocol, metadata, add)
+    fed_by = internal_step_of(entry)
+    if fed_by:
+        result.notes.append(f"no standalone request: every input comes from another step of ensemble {fed_by!r}, "
+                            "whose live test sends it real ones")
+        return result
     for protocol, client in (("HTTP", http_client), ("gRPC", grpc_client)):
         _infer(entry, protocol, client, add)
     return result
+
+
+def internal_step_of(entry: ModelEntry) -> str | None:
+    """The ensemble that feeds every input of this model from other steps' outputs, if any: such a
+    model (a postprocess reading raw output and letterbox metadata) gets meaningful inputs only there,
+    and a request of zeros would test the content of made-up data, not the declared shapes."""
+    for name in list_models(entry.repository):
+        other = load_entry(entry.repository, name)
+        if not other.is_ensemble or other.config is None:
+            continue
+        ensemble_inputs = {t.name for t in other.config.input}
+        for step in other.config.ensemble_scheduling.step:
+            if step.model_name == entry.name and step.input_map and not set(step.input_map.values()) & ensemble_inputs:
+                return name
+    return None
 
 
 def _ready_in_index(entry: ModelEntry, http_client, add) -> None:

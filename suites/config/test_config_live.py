@@ -22,5 +22,7 @@ def test_live(entry, triton_server, http_client, grpc_client, record_additions):
         pytest.fail(f"[live] {entry.name}: {refused}", pytrace=False)
     result = check_live(entry, http_client, grpc_client)
     record_additions(result.additions)
+    for note in result.notes:
+        print(f"[live] {entry.name}: {note}")
     if result.findings:
         pytest.fail(format_findings(result.findings), pytrace=False)
