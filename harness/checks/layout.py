@@ -110,4 +110,4 @@ def _links(entry: ModelEntry, add) -> None:
                 add(rel, f"dangling symlink to {os.readlink(path)}")
             elif root not in (target, *target.parents):
                 add(rel, f"symlink escapes the repository: points to {target}, outside {root} "
-                    "(the suite, a container mount or a copy of the repository will not see it)")
+                    "(a container mount or a copy of the repository will not see it)")

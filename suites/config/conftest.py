@@ -44,8 +44,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def entry(repository: Path, model: str):
-    return load_entry(repository, model)
+def entry(repository_source: Path, model: str):
+    """The model in the repository as given (read only): a relative symlink is judged where it
+    really points, not where it would point from the scratch copy the server gets."""
+    return load_entry(repository_source, model)
 
 
 def _judge(check, *args):
