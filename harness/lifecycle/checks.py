@@ -1,0 +1,94 @@
+"""Verdicts on a traffic record. Each returns a list of problems (empty = conforming); a problem says
+what was expected, what was found, and one example response, so a failure reads without a debugger."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from harness.lifecycle.traffic import Record, Response
+
+# What a client may see while a model is deliberately unloaded (stress cycles): Triton 2.5x's messages
+# for a model or version that is, for the moment, not there. Anything else is a real error.
+TRANSIENT_ERRORS = re.compile(
+    r"has no available versions|Request for unknown model|is not found|is not ready|not at ready state"
+    r"|unavailable|UNAVAILABLE"
+)
+
+
+def _example(response: Response, t0: float) -> str:
+    where = f"client {response.client}, sent at +{response.sent - t0:.3f} s"
+    return f"{where}: {response.error or 'v' + response.version}"
+
+
+def _t0(record: Record) -> float:
+    return record.responses[0].sent if record.responses else 0.0
+
+
+def no_failures(record: Record, during: str) -> list[str]:
+    failed = record.failed
+    if not failed:
+        return []
+    kinds = Counter(r.error.splitlines()[0][:160] for r in failed)
+    lines = [f"{len(failed)} of {len(record.responses)} requests failed {during} (expected 0):"]
+    lines += [f"  {n} × {message}" for message, n in kinds.most_common(3)]
+    lines.append(f"  first: {_example(failed[0], _t0(record))}")
+    return lines
+
+
+def enough_traffic(record: Record, minimum: int, during: str) -> list[str]:
+    if len(record.responses) >= minimum:
+        return []
+    return [f"only {len(record.responses)} requests were answered {during}; the verdict needs ≥ {minimum} "
+            "(is the server overloaded, or is the traffic not reaching it?)"]
+
+
+def only_versions(record: Record, allowed: set[str], during: str) -> list[str]:
+    stray = [r for r in record.responses if r.ok and r.version not in allowed]
+    if not stray:
+        return []
+    seen = Counter(r.version for r in stray)
+    return [f"{len(stray)} responses {during} came from versions {dict(seen)}; only {sorted(allowed)} may "
+            f"answer; first: {_example(stray[0], _t0(record))}"]
+
+
+def switch_over(record: Record, old: str, new: str, loaded_at: float, bound_s: float,
+                min_tail: int = 100) -> tuple[list[str], dict[str, float]]:
+    """After the load returned, the old version may finish what it had in flight, no more: its last
+    answer comes within `bound_s`, and from then on every answer is from the new version (and there
+    are at least `min_tail` of them, so "only new" is a measurement, not an empty set)."""
+    answered = [r for r in record.responses if r.ok]
+    old_done = [r.done for r in answered if r.version == old]
+    new_sent = [r for r in answered if r.version == new]
+    last_old = max(old_done) if old_done else None
+    numbers = {
+        "switch_over_s": (last_old - loaded_at) if last_old is not None else 0.0,
+        "first_new_after_post_s": (new_sent[0].sent - record.marks.get("load posted", loaded_at))
+        if new_sent else float("nan"),
+    }
+    problems = []
+    if not new_sent:
+        return [f"version {new} never answered an unversioned request after its load returned "
+                f"({len(answered)} answers, versions {dict(record.per_version())})"], numbers
+    if numbers["switch_over_s"] > bound_s:
+        problems.append(f"version {old} still answered {numbers['switch_over_s']:.3f} s after version {new}'s "
+                        f"load returned (bound {bound_s} s)")
+    cut = last_old if last_old is not None else loaded_at
+    tail = [r for r in answered if r.sent > cut]
+    stray = [r for r in tail if r.version != new]
+    if stray:
+        problems.append(f"after the switch-over, {len(stray)} answers came from versions "
+                        f"{dict(Counter(r.version for r in stray))}, not {new}; first: {_example(stray[0], _t0(record))}")
+    if len(tail) < min_tail:
+        problems.append(f"only {len(tail)} answers after the switch-over (need ≥ {min_tail} to say only version "
+                        f"{new} answers from then on)")
+    return problems, numbers
+
+
+def transient_only(record: Record) -> list[str]:
+    odd = [r for r in record.failed if not TRANSIENT_ERRORS.search(r.error)]
+    if not odd:
+        return []
+    kinds = Counter(r.error.splitlines()[0][:160] for r in odd)
+    return [f"{len(odd)} errors are not the documented transient 'model not available' kind:"] + \
+        [f"  {n} × {message}" for message, n in kinds.most_common(3)]

@@ -1,0 +1,56 @@
+"""The server's memory, for the unload/load leak bound: resident set of the process server and its
+children (each Python-backend model version is a stub process of its own), or a container's usage."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ..." — comm may hold spaces, so split after the last ')'.
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            kids.append(int(entry.name))
+    return kids
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def process_tree_rss(pid: int) -> int:
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        total += _rss(current)
+        todo += _children(current)
+    return total
+
+
+def server_memory(server) -> int | None:
+    """Bytes, or None where the harness cannot see the server's memory (a server at a URL)."""
+    process = getattr(server, "process", None)
+    if process is not None and os.path.exists(f"/proc/{process.pid}"):
+        return process_tree_rss(process.pid)
+    container = getattr(server, "container", None)
+    if container is not None:
+        try:
+            stats = container.get_wrapped_container().stats(stream=False)
+            return int(stats["memory_stats"]["usage"])
+        except Exception:
+            return None
+    return None

@@ -1,0 +1,39 @@
+"""One shape for every lifecycle scenario: traffic flowing, a readiness probe watching, an action
+(POST load, remove, pin) in the middle, traffic continuing after — the record is then judged."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from harness.lifecycle.readiness import ReadinessProbe
+from harness.lifecycle.traffic import Record, Traffic
+
+
+@dataclass
+class Outcome:
+    record: Record
+    result: Any
+    probe: ReadinessProbe
+
+    @property
+    def posted(self) -> float:
+        return self.record.marks["load posted"]
+
+    @property
+    def returned(self) -> float:
+        return self.record.marks["load returned"]
+
+
+def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead_s: float = 1.0,
+                  tail_s: float = 1.5, warmup: int = 100) -> Outcome:
+    traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=clients)
+    with ReadinessProbe(deployment.http_url, deployment.model) as probe, traffic:
+        traffic.wait_for(warmup)
+        time.sleep(lead_s)
+        traffic.mark("load posted")
+        result = action()
+        traffic.mark("load returned")
+        time.sleep(tail_s)
+    return Outcome(traffic.record, result, probe)

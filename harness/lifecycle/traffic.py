@@ -1,0 +1,162 @@
+"""Continuous traffic that records, per response, which version answered, ok or error, and when.
+
+Separate from harness.load on purpose: a load generator measures throughput and latency and may
+aggregate; a lifecycle verdict needs the opposite — every response kept, none dropped, with the
+version Triton says served it (`model_version` of the infer result), so a single failed or
+wrong-version request during a switch is visible. K threads, each with its own gRPC client, send
+one request after another until stopped."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Response:
+    client: int
+    sent: float  # time.monotonic() when the request left
+    done: float  # when its answer (or error) came back
+    version: str  # the version that served it; "" on error
+    requested: str  # the version asked for; "" = the server's choice (highest ready)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+@dataclass
+class Record:
+    """Everything one traffic run saw, plus labelled instants (e.g. "load posted") to judge against."""
+
+    responses: list[Response] = field(default_factory=list)
+    marks: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[Response]:
+        return [r for r in self.responses if not r.ok]
+
+    def per_version(self) -> Counter:
+        return Counter(r.version for r in self.responses if r.ok)
+
+    def counts(self) -> dict[str, int]:
+        counts = {"sent": len(self.responses), "failed": len(self.failed)}
+        counts.update({f"v{v}": n for v, n in sorted(self.per_version().items(), key=lambda kv: int(kv[0]))})
+        return counts
+
+    def between(self, start: float, end: float = float("inf")) -> list[Response]:
+        return [r for r in self.responses if r.sent >= start and r.done <= end]
+
+
+def request_inputs(config, batch: int = 1, seed: int = 0) -> list[tuple[str, np.ndarray]]:
+    """Inputs that fit a ModelConfig: its dims (-1 → 1), batched when max_batch_size > 0, random
+    values of its data type. BYTES inputs (encoded images) need a model-specific payload."""
+    from harness.repository.config import dtype_name
+    from tritonclient.utils import triton_to_np_dtype
+
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for tensor in config.input:
+        dtype = dtype_name(tensor.data_type)
+        if dtype == "BYTES":
+            raise ValueError(f"model {config.name!r} input {tensor.name!r} is BYTES: pick a model with numeric "
+                             "inputs with --lifecycle-model")
+        shape = [1 if d < 0 else d for d in tensor.dims]
+        if config.max_batch_size > 0:
+            shape = [batch, *shape]
+        values = rng.random(shape) if dtype.startswith("FP") else rng.integers(0, 2, shape)
+        inputs.append((tensor.name, values.astype(triton_to_np_dtype(dtype))))
+    return inputs
+
+
+class Traffic:
+    """`with Traffic(url, model, inputs) as traffic: ...; traffic.mark("load posted")` — on exit,
+    `traffic.record` holds every response. `version` pins requests to one version."""
+
+    def __init__(self, grpc_url: str, model: str, inputs, clients: int = 16, version: str = "",
+                 timeout_s: float = 30.0):
+        self.grpc_url = grpc_url
+        self.model = model
+        self.inputs = inputs
+        self.clients = clients
+        self.version = version
+        self.timeout_s = timeout_s
+        self.record = Record()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def mark(self, label: str) -> float:
+        now = time.monotonic()
+        self.record.marks[label] = now
+        return now
+
+    def wait_for(self, count: int, timeout: float = 60.0) -> None:
+        """Block until at least `count` responses came back (the traffic is really flowing)."""
+        deadline = time.monotonic() + timeout
+        while len(self.record.responses) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _client(self, index: int) -> None:
+        import tritonclient.grpc as grpcclient
+
+        client = grpcclient.InferenceServerClient(self.grpc_url)
+        tensors = []
+        for name, array in self.inputs:
+            tensor = grpcclient.InferInput(name, list(array.shape), _dtype(array))
+            tensor.set_data_from_numpy(array)
+            tensors.append(tensor)
+        local: list[Response] = []
+        try:
+            while not self._stop.is_set():
+                sent = time.monotonic()
+                try:
+                    result = client.infer(self.model, tensors, model_version=self.version,
+                                          client_timeout=self.timeout_s)
+                    response = Response(index, sent, time.monotonic(), result.get_response().model_version,
+                                        self.version)
+                except Exception as error:  # every failure is data, kept with Triton's message
+                    response = Response(index, sent, time.monotonic(), "", self.version,
+                                        str(error).strip() or type(error).__name__)
+                local.append(response)
+                if len(local) >= 64:
+                    self._flush(local)
+        finally:
+            self._flush(local)
+            client.close()
+
+    def _flush(self, local: list[Response]) -> None:
+        with self._lock:
+            self.record.responses.extend(local)
+        local.clear()
+
+    def start(self) -> Traffic:
+        self._threads = [threading.Thread(target=self._client, args=(i,), daemon=True, name=f"traffic-{i}")
+                         for i in range(self.clients)]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> Record:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=self.timeout_s + 5)
+        self.record.responses.sort(key=lambda r: r.sent)
+        return self.record
+
+    def __enter__(self) -> Traffic:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _dtype(array: np.ndarray) -> str:
+    from tritonclient.utils import np_to_triton_dtype
+
+    return np_to_triton_dtype(array.dtype)

@@ -1,0 +1,139 @@
+"""The lifecycle suite runs its own server, in explicit model-control mode, on its own scratch copy
+of the repository (it adds, breaks and removes versions), and reloads one model: `--lifecycle-model`,
+else the one with `latest { num_versions: 2 }`, else the first Python-backend model.
+
+`--lifecycle-driver MODULE:ATTR` swaps the promotion driver (harness.lifecycle.driver.Driver) for a
+wrapper under test, e.g. fixtures/lifecycle/unload_before_load.py:UnloadBeforeLoad — that is how
+tests/ proves the checks catch a non-conforming promotion. Pass options together with this folder."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from harness.plugin import start_server
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("yts-lifecycle", "yolo-triton-suite lifecycle suite")
+    group.addoption("--lifecycle-model", default=None, help="model to reload (default: latest{2} model, "
+                    "else the first Python-backend model)")
+    group.addoption("--lifecycle-driver", default=None, metavar="MODULE:ATTR",
+                    help="promotion driver class under test (default harness.lifecycle.driver:Driver)")
+    group.addoption("--lifecycle-clients", type=int, default=16, help="concurrent clients (default 16)")
+    group.addoption("--lifecycle-lead-s", type=float, default=1.0,
+                    help="seconds of traffic before each load (default 1.0)")
+    group.addoption("--lifecycle-tail-s", type=float, default=1.5,
+                    help="seconds of traffic after each load returns (default 1.5)")
+    group.addoption("--lifecycle-switch-bound-s", type=float, default=1.0,
+                    help="longest the old version may answer after the new one's load returned (default 1.0)")
+    group.addoption("--lifecycle-cycles", type=int, default=8, help="unload/load stress cycles (default 8)")
+    group.addoption("--lifecycle-stress-s", type=float, default=90.0,
+                    help="time bound of the stress test; fewer cycles run when it is reached (default 90)")
+    group.addoption("--lifecycle-rss-growth-mb", type=float, default=64.0,
+                    help="largest server memory growth allowed across stress cycles (default 64 MB)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    clients: int
+    lead_s: float
+    tail_s: float
+    switch_bound_s: float
+    cycles: int
+    stress_s: float
+    rss_growth_mb: float
+
+
+@pytest.fixture(scope="session")
+def lifecycle_settings(pytestconfig) -> Settings:
+    get = pytestconfig.getoption
+    return Settings(get("--lifecycle-clients"), get("--lifecycle-lead-s"), get("--lifecycle-tail-s"),
+                    get("--lifecycle-switch-bound-s"), get("--lifecycle-cycles"), get("--lifecycle-stress-s"),
+                    get("--lifecycle-rss-growth-mb"))
+
+
+@pytest.fixture(scope="session")
+def deployment(pytestconfig, repository_source):
+    from harness.lifecycle.deployment import Deployment
+    from harness.lifecycle.driver import load_driver
+    from harness.lifecycle.target import choose_model
+    from harness.repository.scratch import scratch_copy
+
+    if pytestconfig.getoption("--triton") == "url":
+        pytest.skip("the lifecycle suite mutates the repository: it needs a server it starts (not --triton=url)")
+    try:
+        driver_class = load_driver(pytestconfig.getoption("--lifecycle-driver"))
+    except (ValueError, ImportError, AttributeError) as error:
+        raise pytest.UsageError(f"--lifecycle-driver: {error}") from error
+    scratch = scratch_copy(repository_source)
+    model = choose_model(scratch, pytestconfig.getoption("--lifecycle-model"))
+    deployment = Deployment(
+        lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=("*",),
+                             extra_args=("--exit-timeout-secs=5",)),  # restarts: don't wait 30 s
+        scratch, model, driver_class)
+    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        terminal.write_line(f"\n[yts lifecycle] model {model!r} with {driver_class.__name__}; "
+                            f"{deployment.server.describe()}")
+    yield deployment
+    deployment.stop()
+
+
+@pytest.fixture(autouse=True)
+def baseline(request):
+    """Every test starts from the repository as copied, loaded and ready, and leaves it so."""
+    yield
+    if "deployment" in request.fixturenames:
+        request.getfixturevalue("deployment").restore()
+
+
+@pytest.fixture
+def report(record_property):
+    """report(record, **numbers): the counts (sent, failed, per version) and measurements of a test,
+    into its user_properties (junit XML, --report-dir) and the summary table."""
+
+    def report_(record=None, **numbers):
+        entry = dict(record.counts()) if record is not None else {}
+        entry.update({k: round(v, 3) if isinstance(v, float) else v for k, v in numbers.items()})
+        record_property("lifecycle", entry)
+        return entry
+
+    return report_
+
+
+def pytest_configure(config) -> None:
+    config.pluginmanager.register(LifecycleTable(config), "yts-lifecycle-table")
+
+
+class LifecycleTable:
+    """Collects each test's `lifecycle` user property and prints one table at the end (and writes
+    lifecycle.json under --report-dir): the counts the issue asks to see, per test and in total."""
+
+    def __init__(self, config):
+        self.config = config
+        self.rows: list[tuple[str, str, dict]] = []
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.when == "call":
+            self.rows += [(report.nodeid.split("::", 1)[-1], report.outcome, value)
+                          for key, value in report.user_properties if key == "lifecycle"]
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.rows:
+            return
+        terminalreporter.section("lifecycle: requests per test")
+        terminalreporter.write_line(f"{'test':52} {'outcome':8} {'sent':>7} {'failed':>7}  per version, numbers")
+        total = failed = 0
+        for name, outcome, entry in self.rows:
+            sent, bad = entry.get("sent", 0), entry.get("failed", 0)
+            total, failed = total + sent, failed + bad
+            rest = ", ".join(f"{k}={v}" for k, v in entry.items() if k not in ("sent", "failed"))
+            terminalreporter.write_line(f"{name[:52]:52} {outcome:8} {sent:>7} {bad:>7}  {rest}")
+        terminalreporter.write_line(f"{'total':52} {'':8} {total:>7} {failed:>7}")
+        report_dir = self.config.getoption("--report-dir")
+        if report_dir is not None:
+            report_dir.mkdir(parents=True, exist_ok=True)
+            (report_dir / "lifecycle.json").write_text(json.dumps(
+                [{"test": n, "outcome": o, **e} for n, o, e in self.rows], indent=2))

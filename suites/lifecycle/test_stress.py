@@ -1,0 +1,61 @@
+"""Issue 9, point 4: unload/load cycles (bounded in count and time) with inference running: the
+server survives, its memory grows less than the bound between the first and the last cycle, and the
+only errors are the documented "model not available right now" ones (checks.TRANSIENT_ERRORS)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness.lifecycle import checks
+from harness.lifecycle.memory import server_memory
+from harness.lifecycle.traffic import Record, Traffic
+from harness.servers import wait
+
+pytestmark = [pytest.mark.lifecycle, pytest.mark.server]
+
+MB = 1024 * 1024
+
+
+def test_unload_load_cycles_under_traffic(deployment, lifecycle_settings, report):
+    s = lifecycle_settings
+    driver = deployment.driver()
+    memory = [server_memory(deployment.server)]
+    cycles = 0
+    problems = []
+    deadline = time.monotonic() + s.stress_s
+    traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=s.clients)
+    with traffic:
+        traffic.wait_for(100)
+        while cycles < s.cycles and time.monotonic() < deadline:
+            unloaded, loaded = driver.unload(), driver.load()
+            if not (unloaded.ok and loaded.ok):
+                problems.append(f"cycle {cycles + 1}: unload/load failed: {unloaded.error or loaded.error}")
+                break
+            wait.ModelReady(deployment.model, timeout=max(1.0, deadline - time.monotonic())).wait_for(deployment.server)
+            cycles += 1
+            time.sleep(0.2)  # let traffic reach the reloaded model before the next cycle
+            memory.append(server_memory(deployment.server))
+        traffic.mark("last load")
+        time.sleep(0.5)
+    record = traffic.record
+    if not deployment.server.alive():
+        problems.append("the server died during the unload/load cycles:\n" + deployment.server.log_tail(30))
+    if cycles < 2:
+        problems.append(f"only {cycles} cycles finished within {s.stress_s} s (need ≥ 2 to bound memory growth)")
+    problems += checks.transient_only(record)
+    after = [r for r in record.responses if r.sent > record.marks["last load"]]
+    problems += checks.no_failures(Record(after), "after the last load had returned")
+    odd = [r for r in record.failed if not checks.TRANSIENT_ERRORS.search(r.error)]
+    numbers = {"failed": len(odd), "cycles": cycles, "transient_errors": len(record.failed) - len(odd)}
+    if None not in memory and len(memory) >= 3:
+        growth = (memory[-1] - memory[1]) / MB  # from after the first cycle: pools and stubs are warm
+        numbers.update(rss_first_mb=memory[1] / MB, rss_last_mb=memory[-1] / MB, rss_growth_mb=growth)
+        if growth > s.rss_growth_mb:
+            problems.append(f"server memory grew {growth:.1f} MB over {cycles - 1} unload/load cycles "
+                            f"({memory[1] / MB:.0f} → {memory[-1] / MB:.0f} MB; bound {s.rss_growth_mb} MB)")
+    else:
+        numbers["rss"] = "not visible for this launcher"
+    report(record, **numbers)
+    assert not problems, "\n".join(problems)
