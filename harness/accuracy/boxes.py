@@ -92,9 +92,12 @@ class BoxReport:
 
 
 def _valid(detections: np.ndarray) -> np.ndarray:
-    """Rows x1, y1, x2, y2, score, class without the -1 padding of a fixed-size detection tensor."""
+    """Rows x1, y1, x2, y2, score, class without the -1 padding of a fixed-size detection tensor and
+    without zero-area boxes (a box wholly in the letterbox padding is clipped to a line): IoU cannot
+    match those, not even to an identical twin, and they mark nothing in the image."""
     rows = np.asarray(detections, dtype=np.float64).reshape(-1, 6)
-    return rows[rows[:, 5] >= 0]
+    rows = rows[rows[:, 5] >= 0]
+    return rows[(rows[:, 2] > rows[:, 0]) & (rows[:, 3] > rows[:, 1])]
 
 
 def describe(worst: list[ImageComparison], names: dict[int, str]) -> str:

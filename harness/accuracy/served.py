@@ -28,7 +28,7 @@ def model_kind(config) -> str | None:
     if not config.input:
         return None
     first = config.input[0]
-    if first.data_type == pb.TYPE_STRING:
+    if first.data_type == pb.TYPE_STRING and any(o.name == "detections" for o in config.output):
         return E2E
     if first.data_type == pb.TYPE_FP32 and len(first.dims) >= 3 and first.dims[-3] == 3:
         return RAW

@@ -1,0 +1,134 @@
+"""One accuracy session: turns candidate specifications into candidates, runs each over the evaluation
+set once, and keeps the runs (the reference's, each candidate's, and the local twin of every served or
+end-to-end candidate) for the tests that judge them. Unavailable candidates become skips with a reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import paths
+from harness.accuracy import runner
+from harness.accuracy.candidates import EndToEndCandidate, PreprocessConfig, RawCandidate, pipeline_candidate
+from harness.accuracy.specs import CandidateSpec
+
+
+class AccuracySession:
+    def __init__(self, profile, eval_set, artifact_cache, request: pytest.FixtureRequest):
+        self.profile, self.eval_set, self.cache, self.request = profile, eval_set, artifact_cache, request
+        self.imgsz = profile.eval["imgsz"]
+        self._runs: dict[str, tuple] = {}
+        self._built: dict[str, object] = {}
+        self._reference_path: Path | None = None
+
+    # -- settings -------------------------------------------------------------------------------
+    def _run(self, candidate) -> runner.Run:
+        e = self.profile.eval
+        return runner.run(candidate, self.eval_set, imgsz=self.imgsz, conf=e["map_conf"], iou=e["iou"],
+                          max_det=e["max_det"], tensor_images=e["tensor_images"])
+
+    def reference_path(self) -> Path:
+        if self._reference_path is None:
+            self._reference_path = self.cache.build(f"fp32-dyn-{self.imgsz}").path
+        return self._reference_path
+
+    def reference(self) -> runner.Run:
+        if "reference" not in self._runs:
+            from harness.engines.ort import OrtEngine
+
+            candidate = RawCandidate("fp32 reference", "fp32", OrtEngine(self.reference_path()), artifact=self.reference_path())
+            self._runs["reference"] = (candidate, self._run(candidate))
+        return self._runs["reference"][1]
+
+    # -- candidates -----------------------------------------------------------------------------
+    def build(self, spec: CandidateSpec):
+        """The candidate, built (artifacts, servers) but not yet run."""
+        if spec.name not in self._built:
+            self._built[spec.name] = self._build(spec)
+        return self._built[spec.name]
+
+    def candidate(self, spec: CandidateSpec):
+        if spec.name not in self._runs:
+            candidate = self.build(spec)
+            self._runs[spec.name] = (candidate, self._run(candidate))
+        candidate, run = self._runs[spec.name]
+        return spec, candidate, run
+
+    def judge_as(self, spec: CandidateSpec, candidate) -> str:
+        return spec.judge_as or candidate.precision
+
+    def _build(self, spec: CandidateSpec):
+        from harness.engines.ort import OrtEngine
+
+        e = self.profile.eval
+        if spec.kind == "variant":
+            from harness.engines.artifacts import VariantSpec
+            from harness.engines.base import EngineUnavailable
+
+            variant = VariantSpec.parse(spec.target)
+            try:
+                artifact = self.cache.build(variant)
+                if variant.tensorrt:
+                    from harness.engines.tensorrt_runtime import TensorRTEngine
+
+                    engine = TensorRTEngine(artifact.path)
+                else:
+                    engine = OrtEngine(artifact.path)
+            except (EngineUnavailable, ImportError) as error:
+                pytest.skip(f"{spec.name}: {error}")
+            return RawCandidate(spec.name, variant.precision, engine, artifact=artifact.path)
+        if spec.kind == "pipeline":
+            return pipeline_candidate(spec.name, self.reference_path(), spec.preprocess, imgsz=self.imgsz,
+                                      conf=e["conf"], iou=e["iou"], max_det=e["max_det"])
+        if spec.kind == "corrupted-weights":
+            from harness.accuracy.corrupt import corrupt_largest_conv_weight
+
+            out = paths.cache_dir("accuracy") / f"corrupted-{self.reference_path().parent.name}.onnx"
+            corrupt_largest_conv_weight(self.reference_path(), out)
+            return RawCandidate(spec.name, "fp32", OrtEngine(out), artifact=out)
+        if spec.kind == "served":
+            return self._served(spec)
+        raise ValueError(f"candidate kind {spec.kind!r}")
+
+    def _served(self, spec: CandidateSpec):
+        from harness.accuracy import served
+        from harness.engines.ort import precision_of
+        from harness.repository.config import read_config
+
+        repository = self.request.getfixturevalue("repository")
+        client = self.request.getfixturevalue("http_client")
+        config = read_config(Path(repository) / spec.target)
+        if not client.is_model_ready(spec.target):
+            pytest.skip(f"{spec.name}: not loaded by this server (its backend is missing here?)")
+        artifact = served.model_artifact(Path(repository), spec.target)
+        precision = precision_of(artifact) if artifact else "fp32"
+        if served.model_kind(config) == served.RAW:
+            return RawCandidate(spec.name, precision, served.ServedRawModel(client, config), input_name=config.input[0].name,
+                                origin="served", artifact=artifact)
+        thresholds = served.e2e_thresholds(config, {k: self.profile.eval[k] for k in ("conf", "iou", "max_det")})
+        candidate = EndToEndCandidate(spec.name, precision, served.ServedEndToEndModel(client, config), thresholds["conf"],
+                                      origin="served", artifact=artifact)
+        candidate.thresholds = thresholds
+        return candidate
+
+    # -- the local twin ---------------------------------------------------------------------------
+    def local_twin(self, candidate) -> runner.Run:
+        """The same artifact run locally by the reference pipeline: for a served raw model its ONNX through
+        ONNX Runtime, for an end-to-end candidate LocalPipeline with the reference preprocessing."""
+        from harness.engines.ort import OrtEngine
+
+        if candidate.artifact is None:
+            pytest.skip(f"{candidate.name}: no ONNX artifact found to run locally")
+        key = f"local:{candidate.artifact}:{candidate.kind}:{getattr(candidate, 'conf', None)}"
+        if key not in self._runs:
+            if candidate.kind == "raw":
+                twin = RawCandidate(f"local {Path(candidate.artifact).name}", candidate.precision, OrtEngine(candidate.artifact),
+                                    artifact=candidate.artifact)
+            else:
+                t = getattr(candidate, "thresholds", {k: self.profile.eval[k] for k in ("conf", "iou", "max_det")})
+                twin = pipeline_candidate(f"local {Path(candidate.artifact).name}", candidate.artifact, PreprocessConfig(),
+                                          imgsz=self.imgsz, conf=t["conf"], iou=t["iou"], max_det=t["max_det"],
+                                          precision=candidate.precision)
+            self._runs[key] = (twin, self._run(twin))
+        return self._runs[key][1]

@@ -1,0 +1,108 @@
+"""Does the candidate detect what the FP32 reference detects? Tensors, boxes, mAP (overall and per
+slice), INT8 calibration coverage, and served/end-to-end outputs against a local run of the same artifact.
+Thresholds: the profile (harness/accuracy/profiles/default.toml; --profile)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.accuracy import judge
+from harness.accuracy.coverage import coverage_failures, coverage_report, read_sidecar
+from harness.accuracy.tensors import table
+
+from harness.accuracy.summary import record, verdict as _verdict
+
+pytestmark = pytest.mark.accuracy
+
+
+def _fail(header: str, failures: list[str], extra: str = "") -> None:
+    pytest.fail(f"{header}:\n  - " + "\n  - ".join(failures) + (f"\n{extra}" if extra else ""), pytrace=False)
+
+
+def test_tensors(candidate, reference_run, accuracy_runs, pytestconfig):
+    """Raw outputs within the precision's tolerances (Polygraphy-style statistics, per output view)."""
+    spec, cand, run = candidate
+    if cand.kind != "raw":
+        pytest.skip(f"{spec.name}: end-to-end, no raw tensors (judged by boxes and mAP)")
+    judge_as = accuracy_runs.judge_as(spec, cand)
+    stats, failures = judge.tensor_level(reference_run, run, accuracy_runs.profile, judge_as)
+    if failures:
+        _verdict(pytestconfig, spec.name, "tensors")
+        _fail(f"{spec.name} raw outputs vs FP32 reference (judged as {judge_as}, {len(run.raw)} images)", failures, table(stats))
+
+
+def test_boxes(candidate, reference_run, accuracy_runs, pytestconfig, report_dir):
+    """After NMS, the candidate's boxes match the reference's (matched share, extras, IoU, scores, classes)."""
+    spec, cand, run = candidate
+    judge_as = accuracy_runs.judge_as(spec, cand)
+    report, failures = judge.box_level(reference_run, run, accuracy_runs.profile, judge_as)
+    summary = report.summary()
+    record(pytestconfig, spec.name, "matched", summary["matched"])
+    record(pytestconfig, spec.name, "seconds", round(run.seconds, 1))
+    if failures:
+        _verdict(pytestconfig, spec.name, "boxes")
+        conf = max(accuracy_runs.profile.eval["conf"], run.conf)
+        line, pictures = judge.worst_pictures(reference_run, run, report, accuracy_runs.eval_set, conf, report_dir,
+                                              accuracy_runs.profile.eval["worst_images"])
+        _fail(f"{spec.name} boxes vs FP32 reference (judged as {judge_as}, {summary['images']} images, conf > {conf})", failures,
+              f"worst images: {line}" + (f"\npictures: {', '.join(map(str, pictures))}" if pictures else ""))
+
+
+def test_map(candidate, reference_run, accuracy_runs, pytestconfig):
+    """COCO mAP50-95 / mAP50 as a ratio of FP32's, overall and on every slice (day, night, small, large)."""
+    spec, cand, run = candidate
+    judge_as = accuracy_runs.judge_as(spec, cand)
+    ref_metrics, cand_metrics, failures = judge.map_level(reference_run, run, accuracy_runs.eval_set, accuracy_runs.profile, judge_as)
+    record(pytestconfig, "fp32 reference", "map", ref_metrics)
+    record(pytestconfig, spec.name, "map", cand_metrics)
+    floor = accuracy_runs.profile.eval["min_reference_map50_95"]
+    if ref_metrics["all"]["mAP50_95"] < floor:
+        pytest.skip(f"the FP32 reference scores mAP50-95 {ref_metrics['all']['mAP50_95']:.3f} < {floor} on"
+                    f" {accuracy_runs.eval_set.describe()}: an untrained model, the ratio gate means nothing")
+    if failures:
+        _verdict(pytestconfig, spec.name, "mAP")
+        _fail(f"{spec.name} mAP vs FP32 reference (judged as {judge_as}, {accuracy_runs.eval_set.describe()})", failures)
+
+
+def test_calibration_coverage(candidate_spec, accuracy_runs, pytestconfig):
+    """An INT8 candidate built by the harness was calibrated on every slice of the evaluation set."""
+    spec, cand = candidate_spec, accuracy_runs.build(candidate_spec)
+    if cand.precision != "int8":
+        pytest.skip(f"{spec.name}: {cand.precision}, not INT8")
+    calibration = read_sidecar(cand.artifact) if cand.artifact else None
+    if calibration is None:
+        pytest.skip(f"{spec.name}: no calibration.json beside {cand.artifact} (not built by the harness)")
+    report = coverage_report(calibration["composition"], accuracy_runs.eval_set.composition)
+    failures = coverage_failures(report, accuracy_runs.profile.data["coverage"])
+    if failures:
+        _verdict(pytestconfig, spec.name, "coverage")
+        shares = ", ".join(f"{n}: {s['calibration_images']} calib / {s['eval_images']} eval" for n, s in report["slices"].items())
+        _fail(f"{spec.name} calibration set does not cover the evaluation set ({shares})", failures)
+
+
+def test_end_to_end_matches_local_run(candidate, accuracy_runs, pytestconfig, report_dir):
+    """An end-to-end deployment equals the local reference pipeline on the same artifact, within FP32
+    tolerance: what differs is its pre/post-processing or transport, not precision."""
+    spec, cand, run = candidate
+    if cand.kind != "e2e":
+        pytest.skip(f"{spec.name}: raw-tensor candidate (served ones: test_served_tensors_match_local_run)")
+    local = accuracy_runs.local_twin(cand)
+    report, failures = judge.box_level(local, run, accuracy_runs.profile, "fp32")
+    if failures:
+        _verdict(pytestconfig, spec.name, "vs-local")
+        line, pictures = judge.worst_pictures(local, run, report, accuracy_runs.eval_set, run.conf, report_dir,
+                                              accuracy_runs.profile.eval["worst_images"])
+        _fail(f"{spec.name} vs the local pipeline on {cand.artifact} (FP32 tolerance, {len(run.detections)} images)", failures,
+              f"worst images: {line}" + (f"\npictures: {', '.join(map(str, pictures))}" if pictures else ""))
+
+
+def test_served_tensors_match_local_run(candidate, accuracy_runs, pytestconfig):
+    """A served raw-tensor model returns what ONNX Runtime computes locally from the same file."""
+    spec, cand, run = candidate
+    if cand.kind != "raw" or cand.origin != "served":
+        pytest.skip(f"{spec.name}: not a served raw-tensor model")
+    local = accuracy_runs.local_twin(cand)
+    stats, failures = judge.tensor_level(local, run, accuracy_runs.profile, "fp32")
+    if failures:
+        _verdict(pytestconfig, spec.name, "vs-local")
+        _fail(f"{spec.name} vs ONNX Runtime on {cand.artifact} (FP32 tolerance)", failures, table(stats))
