@@ -84,6 +84,9 @@ class BoxReport:
             out.append(f"{s['extra']} extra boxes = {s['extra_share']:.1%} of the reference's (allowed {thresholds['max_extra']:.1%})")
         if s["iou_mean"] < thresholds["min_mean_iou"]:
             out.append(f"mean IoU of matched boxes {s['iou_mean']:.4f} (need >= {thresholds['min_mean_iou']}), p5 {s['iou_p5']:.3f}")
+        p99_limit = thresholds.get("max_score_delta_p99")
+        if p99_limit is not None and s["score_delta_p99"] > p99_limit:
+            out.append(f"p99 score movement {s['score_delta_p99']:.4f} (allowed {p99_limit}), max {s['score_delta_max']:.4f}")
         if s["score_delta_max"] > thresholds["max_score_delta"]:
             out.append(f"score moved by up to {s['score_delta_max']:.4f} (allowed {thresholds['max_score_delta']}), p99 {s['score_delta_p99']:.4f}")
         if s["class_flip_share"] > thresholds["max_class_flips"]:

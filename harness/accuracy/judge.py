@@ -25,7 +25,7 @@ def tensor_level(reference: Run, candidate: Run, profile: Profile, judge_as: str
     if bad_reference:
         raise ValueError(f"the FP32 reference itself has NaN/Inf in {bad_reference}")
     tolerances = profile.section("tensors", judge_as)
-    stats = tensors.compare_outputs(ref, cand, tolerances)
+    stats = tensors.compare_outputs(ref, cand, tolerances, box_score_floor=profile.get("tensors.box_score_floor", 0.0))
     return stats, tensors.failures(stats, tolerances)
 
 
@@ -48,7 +48,7 @@ def map_level(reference: Run, candidate: Run, evalset: EvalSet, profile: Profile
     ref_metrics = slices.evaluate(evalset.coco, reference.coco(conf), **options)
     cand_metrics = slices.evaluate(evalset.coco, candidate.coco(conf), **options)
     failures = gates.map_failures(ref_metrics, cand_metrics, profile.section("map", judge_as),
-                                  profile.get("map.slice_ratio_slack", 0.0))
+                                  profile.get("map.slice_ratio_slack", 0.0), profile.get("map.slice_drop_slack_points", 0.0))
     return ref_metrics, cand_metrics, failures
 
 

@@ -35,16 +35,28 @@ def model_kind(config) -> str | None:
     return None
 
 
+def _latest_onnx(model_dir: Path) -> Path | None:
+    """The ONNX file of the highest version (Triton's default policy: latest, one version)."""
+    versions = sorted((int(d.name), d) for d in model_dir.iterdir() if d.is_dir() and d.name.isdigit()) if model_dir.is_dir() else []
+    for _, version in reversed(versions):
+        found = sorted(version.glob("*.onnx"))
+        if found:
+            return found[0]
+    return None
+
+
 def model_artifact(repository: Path, name: str) -> Path | None:
-    """The ONNX file a served model runs: its own, else the raw model's in the same repository (an
-    end-to-end model or ensemble usually calls a raw one)."""
-    own = sorted((Path(repository) / name).glob("*/*.onnx"))
-    if own:
-        return own[-1]
-    for other, kind in served_models(repository):
-        found = sorted((Path(repository) / other).glob("*/*.onnx"))
-        if kind == RAW and found:
-            return found[-1]
+    """The ONNX file a served model runs: its own latest version's, or for an ensemble the one of the
+    step that takes the image tensor (the raw model it schedules)."""
+    model_dir = Path(repository) / name
+    own = _latest_onnx(model_dir)
+    if own is not None:
+        return own
+    config = read_config(model_dir)
+    for step in config.ensemble_scheduling.step:
+        found = model_artifact(repository, step.model_name)
+        if found is not None:
+            return found
     return None
 
 

@@ -23,12 +23,13 @@ def summary_table(rows: dict[str, dict]) -> str:
     """rows: name -> {"map": {slice: {...}}, "matched": float, "verdict": str, "seconds": float}."""
     head = f"{'candidate':<44} " + " ".join(f"{s:>7}" for s in SLICES) + f" {'matched':>8} {'secs':>6}  verdict"
     lines = [head, "-" * len(head)]
-    ordered = sorted(rows.items(), key=lambda kv: (kv[0] != "fp32 reference", kv[0]))
+    ordered = sorted(rows.items(), key=lambda kv: (not kv[0].startswith("fp32 reference"), kv[1].get("conf", 0), kv[0]))
     for name, row in ordered:
         metrics = row.get("map", {})
         cells = " ".join(f"{_fmt(metrics.get(s, {}).get('mAP50_95')):>7}" for s in SLICES)
         matched = row.get("matched")
-        lines.append(f"{name[:44]:<44} {cells} {_fmt(matched) if matched is None else f'{matched:>8.1%}':>8}"
+        label = name if row.get("conf", 0.001) <= 0.001 or name.startswith("fp32") else f"{name} @conf {row['conf']:g}"
+        lines.append(f"{label[:44]:<44} {cells} {_fmt(matched) if matched is None else f'{matched:>8.1%}':>8}"
                      f" {_fmt(row.get('seconds')):>6}  {', '.join(row.get('verdicts', [])) or '-'}")
     return "\n".join(lines)
 

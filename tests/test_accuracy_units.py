@@ -1,0 +1,118 @@
+"""The accuracy machinery on hand-made inputs: each level's numbers and failure lines, both directions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.accuracy import boxes, coverage, gates, slices, tensors
+from harness.accuracy.evalset import EvalSet
+from harness.accuracy.profile import load_profile
+from harness.engines.artifacts import EVAL_SET
+from harness.metrics.coco import Detections
+
+
+def test_profiles_load_and_extend(tmp_path):
+    default = load_profile()
+    assert default.section("map", "fp16")["min_ratio"] == 0.99
+    assert load_profile("int8-99").section("map", "int8")["min_ratio"] == 0.99
+    assert load_profile("int8-99").section("map", "fp16") == default.section("map", "fp16")  # inherited
+    custom = tmp_path / "mine.toml"
+    custom.write_text('extends = "default"\n[tensors.fp16]\nboxes = { atol = 0.1, rtol = 0.0, max_outside = 0.0 }\n')
+    assert load_profile(custom).section("tensors", "fp16")["boxes"]["atol"] == 0.1
+    with pytest.raises(FileNotFoundError, match="no-such"):
+        load_profile("no-such")
+    partial = tmp_path / "partial.toml"
+    partial.write_text("[eval]\nimgsz = 320\n")
+    with pytest.raises(ValueError, match="missing tables"):
+        load_profile(partial)
+
+
+def _raw(seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.uniform(0, 640, (2, 4, 50)), rng.uniform(0, 1, (2, 6, 50))], axis=1).astype(np.float32)
+
+
+def test_tensor_stats_split_boxes_and_scores_and_gate_on_outside_share():
+    tol = load_profile().section("tensors", "fp16")
+    ref = _raw()
+    near = ref + np.float32(0.1) * np.sign(ref)  # 0.1 px / 0.1 score: boxes fine, scores out
+    stats = tensors.compare_outputs({"output0": ref}, {"output0": near}, tol)
+    assert [s.name for s in stats] == ["output0:boxes", "output0:scores"]
+    assert stats[0].abs_max == pytest.approx(0.1, abs=1e-4) and stats[0].outside == 0.0
+    failures = tensors.failures(stats, tol)
+    assert len(failures) == 1 and failures[0].startswith("output0:scores") and "outside atol" in failures[0]
+    assert tensors.failures(tensors.compare_outputs({"output0": ref}, {"output0": ref.copy()}, tol), tol) == []
+
+
+def test_tensor_nan_is_named():
+    tol = load_profile().section("tensors", "int8")
+    ref = _raw()
+    bad = ref.copy()
+    bad[0, 5, 3] = np.nan
+    failures = tensors.failures(tensors.compare_outputs({"output0": ref}, {"output0": bad}, tol), tol)
+    assert failures == ["output0:scores: 1 NaN and 0 Inf values in the candidate's output"]
+
+
+def test_box_report_counts_misses_extras_flips_and_ranks_worst():
+    thresholds = load_profile().section("boxes", "fp32")
+    ref = np.array([[0, 0, 10, 10, 0.9, 0], [20, 20, 40, 40, 0.8, 1], [50, 50, 60, 60, 0.7, 2]], dtype=np.float32)
+    report = boxes.BoxReport()
+    report.add(1, ref, ref, 0.5)
+    assert report.failures(thresholds) == []
+    cand = np.array([[0, 0, 10, 10, 0.9, 3], [21, 21, 41, 41, 0.8, 1], [90, 90, 99, 99, 0.6, 0]], dtype=np.float32)
+    report.add(2, ref, np.concatenate([cand, -np.ones((2, 6), np.float32)]), 0.5)  # -1 padding is dropped
+    s = report.summary()
+    assert (s["missed"], s["extra"], s["class_flips"]) == (1, 1, 1) and s["matched"] == pytest.approx(5 / 6)
+    text = " ".join(report.failures(thresholds))
+    assert "1 missed" in text and "extra boxes" in text and "class flips" in text and "mean IoU" in text
+    assert [w.image_id for w in report.worst(2)] == [2]
+
+
+def _gt():
+    images = [{"id": 1, "file_name": "a.jpg", "width": 640, "height": 640, "slice": "day"},
+              {"id": 2, "file_name": "b.jpg", "width": 640, "height": 640, "slice": "night"}]
+    annotations = [{"id": 1, "image_id": 1, "category_id": 0, "bbox": [10, 10, 20, 20], "area": 400, "iscrowd": 0},
+                   {"id": 2, "image_id": 1, "category_id": 0, "bbox": [100, 100, 200, 200], "area": 40000, "iscrowd": 0},
+                   {"id": 3, "image_id": 2, "category_id": 0, "bbox": [300, 300, 150, 150], "area": 22500, "iscrowd": 0}]
+    return {"images": images, "annotations": annotations, "categories": [{"id": 0, "name": "circle"}]}
+
+
+def _det(image_id, rows):
+    rows = np.asarray(rows, dtype=np.float64)
+    return Detections(image_id, rows[:, :4], rows[:, 4], rows[:, 5].astype(int))
+
+
+def test_slices_score_image_and_object_size_slices():
+    perfect = [_det(1, [[10, 10, 30, 30, 0.9, 0], [100, 100, 300, 300, 0.9, 0]]), _det(2, [[300, 300, 450, 450, 0.9, 0]])]
+    options = dict(imgsz=640, small_max_area=1024, large_min_area=9216)
+    result = slices.evaluate(_gt(), perfect, **options)
+    assert set(result) == {"all", "day", "night", "small", "large"}
+    assert all(result[k]["mAP50_95"] > 0.99 for k in result), result
+    assert result["small"]["objects"] == 1 and result["large"]["objects"] == 2
+    no_small = slices.evaluate(_gt(), [_det(1, [[100, 100, 300, 300, 0.9, 0]]), perfect[1]], **options)
+    assert no_small["small"]["mAP50_95"] == 0.0 and no_small["large"]["mAP50_95"] > 0.99
+
+
+def test_map_gate_names_the_collapsed_slice():
+    reference = {"all": {"mAP50_95": 0.90, "mAP50": 0.97}, "day": {"mAP50_95": 0.92, "mAP50": 0.98},
+                 "night": {"mAP50_95": 0.88, "mAP50": 0.96}, "small": {"mAP50_95": math.nan, "mAP50": math.nan}}
+    thresholds = load_profile().section("map", "int8")
+    holds = {k: dict(v) for k, v in reference.items()}
+    assert gates.map_failures(reference, holds, thresholds, 0.03) == []
+    collapsed = {**holds, "all": {"mAP50_95": 0.88, "mAP50": 0.96}, "night": {"mAP50_95": 0.60, "mAP50": 0.80}}
+    failures = gates.map_failures(reference, collapsed, thresholds, 0.03)
+    assert failures and all("slice 'night'" in f for f in failures), failures
+
+
+def test_coverage_fails_a_missing_slice_and_passes_a_full_one():
+    evalset = EvalSet(EVAL_SET, images_per_slice=6)
+    thresholds = load_profile().data["coverage"]
+    from harness.engines.calibration import composition
+
+    day_only = composition([(i.path, i.slice) for i in evalset.images if i.slice == "day"])
+    failures = coverage.coverage_failures(coverage.coverage_report(day_only, evalset.composition), thresholds)
+    assert any("eval slice 'night'" in f and "no calibration image" in f for f in failures), failures
+    assert coverage.coverage_failures(coverage.coverage_report(evalset.composition, evalset.composition), thresholds) == []
