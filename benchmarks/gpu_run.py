@@ -1,0 +1,763 @@
+#!/usr/bin/env python3
+"""One bounded run of the reference deployment on a GPU machine (issues 4, 8, 12; issue 3 point 8), every
+stage timed out on its own and written to OUT/gpu_run.json as soon as it ends, so a run cut short still
+returns what it measured.
+
+Stages (in this order; `--stages` picks a subset):
+  env          versions, GPU, /dev/shm, which cv2 (the machine's or benchmarks/cv2_fallback)
+  build        build_reference_repository(device, imgsz) (FP32 ONNX only: the server here loads Python-backend
+               models, yolo_onnx/yolo_trt stay unloadable), a scratch copy, and yolo_e2e__unbatched (the
+               same model without dynamic_batching, for the gain)
+  server       ProcessServer (the nvidia-pytriton tritonserver) loading yolo_raw, yolo_e2e, yolo_e2e__unbatched
+  accuracy     yolo_e2e on N eval images vs the local reference (LocalPipeline: same letterbox, ONNX Runtime
+               FP32 on CPU, same NMS): box-for-box at IoU >= 0.99 / score within 1e-3 (the CPU criterion;
+               on GPU the engine is PyTorch FP16, so the match fraction and the deltas are reported), plus
+               mAP of served vs local on those images at conf 0.001
+  e2e_cN       harness.load closed loop on yolo_e2e (one pre-encoded eval JPEG per request, gRPC): throughput,
+               latency percentiles, average batch and histogram (statistics API), server-side split, GPU
+               utilisation (nv_gpu_utilization sampled from the metrics endpoint during the run)
+  unbatched_cN the same on yolo_e2e__unbatched: the dynamic-batching gain at the same concurrency
+  raw_cN       yolo_raw, one letterboxed FP32 [1,3,640,640] image per request
+  e2e_poisson  open loop, Poisson arrivals at --poisson-fraction of the best closed-loop e2e throughput
+  engine       the limit: TorchEngine alone on pre-batched device tensors (no transport, no Python backend),
+               images/s per batch size; the numpy-in/numpy-out path the served model uses; conv FLOPs per image
+  fp16_vs_fp32 TorchEngine (FP16 on GPU) vs ONNX Runtime FP32 on the eval set: raw-output error statistics
+               (box rows in pixels, score rows) and COCO mAP of both (harness.metrics.coco)
+
+Usage on the GPU machine: see benchmarks/gpu_run.sh (venv with numpy 1.26 for the Python backend stub) and
+benchmarks/README.md. Locally, a smoke run on CPU:
+  .venv/bin/python benchmarks/gpu_run.py --device cpu --out /tmp/gpu-smoke --images 2 --e2e-concurrency 1 \
+      --raw-concurrency 1 --unbatched-concurrency 1 --window-s 0.5 --warmup-s 0.5 --max-windows 3 \
+      --engine-batches 1 --engine-seconds 0.3 --eval-images 4 --deadline-s 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+EVAL_DIR = ROOT / "fixtures" / "shapes_eval"
+H200_FP16_DENSE_TFLOPS = 989.0  # H200 SXM datasheet, dense FP16/BF16 tensor core: an assumption, not a reading
+UNBATCHED = "yolo_e2e__unbatched"
+
+
+class StageTimeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise StageTimeout("stage budget exhausted")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+class Recorder:
+    """Holds the run's JSON and rewrites it (atomically) after every stage."""
+
+    def __init__(self, out: Path, deadline_s: float, meta: dict):
+        self.out = out
+        self.path = out / "gpu_run.json"
+        self.started = time.monotonic()
+        self.deadline = self.started + deadline_s
+        self.data = {"meta": meta, "stages": {}, "summary": {}}
+        self.write()
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def write(self) -> None:
+        self.data["meta"]["elapsed_s"] = round(time.monotonic() - self.started, 1)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, default=_json_default))
+        os.replace(tmp, self.path)
+
+    def stage(self, name: str, budget_s: float, fn, *args, min_s: float = 5.0, **kwargs):
+        """Run fn under a wall-clock budget (SIGALRM) capped by the run's deadline; record ok / failed /
+        timeout / skipped with its seconds; return fn's result or None."""
+        left = self.remaining()
+        entry: dict = {"budget_s": round(min(budget_s, max(left, 0)), 1)}
+        if left < min_s:
+            entry.update(status="skipped", reason=f"run deadline: {left:.0f} s left, stage needs >= {min_s:.0f} s")
+            self.data["stages"][name] = entry
+            self.write()
+            print(f"[{name}] skipped: {entry['reason']}", flush=True)
+            return None
+        print(f"[{name}] start (budget {entry['budget_s']:.0f} s, run has {left:.0f} s left)", flush=True)
+        started = time.monotonic()
+        result = None
+        signal.setitimer(signal.ITIMER_REAL, max(1.0, min(budget_s, left)))
+        try:
+            result = fn(*args, **kwargs)
+            entry.update(status="ok", result=result)
+        except StageTimeout as error:
+            entry.update(status="timeout", error=str(error), traceback=traceback.format_exc(limit=8))
+        except Exception as error:  # one stage failing must not lose the others
+            entry.update(status="failed", error=f"{type(error).__name__}: {error}"[:4000],
+                         traceback=traceback.format_exc(limit=12)[-6000:])
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        entry["seconds"] = round(time.monotonic() - started, 2)
+        self.data["stages"][name] = entry
+        self.write()
+        status = entry["status"]
+        print(f"[{name}] {status} in {entry['seconds']:.1f} s" + (f": {entry.get('error')}" if status != "ok" else ""), flush=True)
+        return result
+
+
+def _json_default(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def _r(value, digits: int = 4):
+    return None if value is None else round(float(value), digits)
+
+
+# ---- env ---------------------------------------------------------------------------------------------
+
+def stage_env(args) -> dict:
+    info = {"python": sys.version.split()[0], "executable": sys.executable, "platform": platform.platform(),
+            "cpus": len(os.sched_getaffinity(0)), "argv": sys.argv}
+    for name in ("numpy", "onnx", "onnxruntime", "tritonclient", "grpc", "google.protobuf", "PIL", "pycocotools"):
+        try:
+            module = __import__(name, fromlist=["__version__"])
+            info[name] = getattr(module, "__version__", "present")
+        except Exception as error:  # noqa: BLE001 - recorded, not fatal
+            info[name] = f"unavailable: {type(error).__name__}: {error}"
+    try:
+        import cv2
+
+        info["cv2"] = cv2.__version__
+        info["cv2_fallback"] = bool(getattr(cv2, "IS_YTS_FALLBACK", False))
+    except Exception as error:  # noqa: BLE001
+        info["cv2"] = f"unavailable: {error}"
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["cuda_available"] = torch.cuda.is_available()
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            info["gpu"] = {"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
+                           "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
+                           "cudnn": torch.backends.cudnn.version()}
+    except Exception as error:  # noqa: BLE001
+        info["torch"] = f"unavailable: {type(error).__name__}: {error}"
+    for label, cmd in {"nvidia_smi": ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+                                      "--format=csv,noheader"], "dev_shm": ["df", "-h", "/dev/shm"]}.items():
+        try:
+            info[label] = subprocess.run(cmd, capture_output=True, text=True, timeout=15).stdout.strip()
+        except Exception as error:  # noqa: BLE001
+            info[label] = f"unavailable: {error}"
+    return info
+
+
+# ---- build / server ----------------------------------------------------------------------------------
+
+class Context:
+    def __init__(self, args):
+        self.args = args
+        self.built: Path | None = None  # the cached reference repository (models/)
+        self.repository: Path | None = None  # the scratch copy served
+        self.server = None
+        self.grpc: str | None = None
+        self.metrics: str | None = None
+        self.engine_model: Path | None = None  # the FP32 ONNX the served models run
+        self.best_e2e = 0.0
+        self.load_points: dict[str, dict] = {}
+
+
+def stage_build(ctx: Context) -> dict:
+    from harness.load.batching import write_unbatched_twin
+    from harness.reference.build import build_reference_repository, manifest
+    from harness.repository.config import read_config
+    from harness.repository.scratch import scratch_copy
+
+    started = time.monotonic()
+    ctx.built = build_reference_repository(ctx.args.device, ctx.args.imgsz, precisions=("fp32",))
+    built_s = time.monotonic() - started
+    ctx.repository = scratch_copy(ctx.built)
+    write_unbatched_twin(ctx.repository, "yolo_e2e")
+    ctx.engine_model = ctx.built / "yolo_e2e" / "1" / "model.onnx"
+    record = manifest(ctx.built)
+    configs = {}
+    for name in ("yolo_raw", "yolo_e2e", UNBATCHED):
+        config = read_config(ctx.repository / name)
+        configs[name] = {
+            "max_batch_size": config.max_batch_size,
+            "dynamic_batching": ({"preferred_batch_size": list(config.dynamic_batching.preferred_batch_size),
+                                  "max_queue_delay_microseconds": config.dynamic_batching.max_queue_delay_microseconds}
+                                 if config.HasField("dynamic_batching") else None),
+            "instance_group": [{"kind": ig.Kind.Name(ig.kind), "count": ig.count} for ig in config.instance_group],
+            "parameters": {k: v.string_value for k, v in config.parameters.items()},
+        }
+    return {"repository": str(ctx.built), "served_copy": str(ctx.repository), "build_s": round(built_s, 2),
+            "target": record["target"], "plan_skipped": record.get("plan_skipped"), "artifacts": record["artifacts"],
+            "configs": configs}
+
+
+def stage_server(ctx: Context) -> dict:
+    from harness.servers.base import ServerSettings
+    from harness.servers.process import ProcessServer
+
+    if ctx.repository is None:
+        raise RuntimeError("no repository: the build stage failed")
+    gpu = ctx.args.device == "gpu"
+    settings = ServerSettings(repository=ctx.repository, load_models=("yolo_raw", "yolo_e2e", UNBATCHED),
+                              startup_timeout=float(ctx.args.startup_timeout), gpus=gpu,
+                              log_dir=ctx.args.out / "logs",
+                              extra_args=(("--metrics-interval-ms=500",) if gpu else ()))
+    server = ProcessServer(settings)
+    ctx.server = server  # stop() even when start fails half-way
+    started = time.monotonic()
+    server.start()
+    ctx.grpc, ctx.metrics = server.endpoints.grpc, server.endpoints.metrics
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(ctx.grpc)
+    index = client.get_model_repository_index(as_json=True)
+    served = {}
+    for name in ("yolo_raw", "yolo_e2e", UNBATCHED):
+        config = client.get_model_config(name, as_json=True)["config"]
+        served[name] = {"instance_group": config.get("instance_group"), "max_batch_size": config.get("max_batch_size"),
+                        "dynamic_batching": config.get("dynamic_batching")}
+    client.close()
+    return {"startup_s": round(time.monotonic() - started, 2), "endpoints": vars(server.endpoints),
+            "binary": str(server.files.binary), "log": str(server.log_path), "index": index.get("models", index),
+            "served_configs": served}
+
+
+def stage_server_stop(ctx: Context) -> dict:
+    server, ctx.server = ctx.server, None
+    if server is None:
+        return {"stopped": False}
+    tail = server.log_tail(400)
+    (ctx.args.out / "tritonserver.log").write_text(tail)
+    server.stop()
+    return {"stopped": True, "log_tail_lines": len(tail.splitlines())}
+
+
+# ---- accuracy (served vs local) ----------------------------------------------------------------------
+
+def _detect(client, model: str, blob: bytes, parameters: dict | None = None) -> np.ndarray:
+    import tritonclient.grpc as grpcclient
+
+    tensor = grpcclient.InferInput("images", [1, 1], "BYTES")
+    tensor.set_data_from_numpy(np.array([[blob]], dtype=np.object_))
+    result = client.infer(model, [tensor], parameters=parameters or None)
+    rows = result.as_numpy("detections").reshape(-1, 6).astype(np.float64)
+    n = int(result.as_numpy("num_detections").reshape(-1)[0])
+    return rows[:n]
+
+
+def _box_stats(reference: dict[int, np.ndarray], candidate: dict[int, np.ndarray]) -> dict:
+    """Box-for-box comparison, image by image: the CPU criterion (same count, every box matched at
+    IoU >= 0.99, no class flip, score within 1e-3) and the deltas."""
+    from harness.accuracy.boxes import BoxReport
+    from harness.vision.matching import match_detections
+
+    strict, loose = BoxReport(), BoxReport()
+    passing, coord_deltas, score_deltas, per_image = 0, [], [], []
+    for image_id, ref in reference.items():
+        cand = candidate[image_id]
+        s = strict.add(image_id, ref, cand, 0.99)
+        loose.add(image_id, ref, cand, 0.5)
+        match = match_detections(ref, cand, 0.5)
+        if len(match.pairs):
+            a, b = ref[match.pairs[:, 0]], cand[match.pairs[:, 1]]
+            coord_deltas.extend(np.abs(a[:, :4] - b[:, :4]).max(axis=1).tolist())
+            score_deltas.extend(np.abs(a[:, 4] - b[:, 4]).tolist())
+        ok = (len(ref) == len(cand) and s.missed == 0 and s.extra == 0 and s.class_flips == 0
+              and s.max_score_delta <= 1e-3)
+        passing += ok
+        per_image.append({"image_id": image_id, "reference": len(ref), "served": len(cand), "matched_iou99": s.matched,
+                          "max_score_delta": _r(s.max_score_delta, 6), "pass": bool(ok)})
+    coord = np.asarray(coord_deltas) if coord_deltas else np.zeros(1)
+    score = np.asarray(score_deltas) if score_deltas else np.zeros(1)
+    return {
+        "images": len(reference), "images_passing_cpu_criterion": passing,
+        "pass_fraction": _r(passing / max(len(reference), 1)),
+        "iou99": strict.summary(), "iou50": loose.summary(),
+        "box_coord_delta_px": {"mean": _r(coord.mean()), "p99": _r(np.percentile(coord, 99)), "max": _r(coord.max())},
+        "score_delta": {"mean": _r(score.mean(), 6), "p99": _r(np.percentile(score, 99), 6), "max": _r(score.max(), 6)},
+        "per_image": per_image,
+    }
+
+
+def _coco(evalset, detections: dict[int, np.ndarray]) -> dict:
+    from harness.metrics.coco import Detections, coco_map
+
+    ids = set(detections)
+    gt = {**evalset.coco, "images": [i for i in evalset.coco["images"] if i["id"] in ids],
+          "annotations": [a for a in evalset.coco["annotations"] if a["image_id"] in ids]}
+    dets = [Detections(i, rows[:, :4], rows[:, 4], rows[:, 5].astype(int)) for i, rows in detections.items()]
+    return {k: {m: _r(v) if m != "images" else v for m, v in d.items()} for k, d in coco_map(gt, dets).items()}
+
+
+def stage_accuracy(ctx: Context) -> dict:
+    import tritonclient.grpc as grpcclient
+
+    from harness.accuracy.evalset import EvalSet
+    from harness.vision.pipeline import LocalPipeline
+
+    if ctx.server is None:
+        raise RuntimeError("no server")
+    evalset = EvalSet(EVAL_DIR, images_per_slice=max(1, ctx.args.images // 2))
+    images = evalset.images[: ctx.args.images]
+    client = grpcclient.InferenceServerClient(ctx.grpc)
+    out: dict = {"model": "yolo_e2e", "engine": "torch fp16 (KIND_GPU)" if ctx.args.device == "gpu" else "onnxruntime fp32 (KIND_CPU)",
+                 "reference": "LocalPipeline: onnxruntime fp32 CPU, same letterbox and NMS", "image_files": [i.file_name for i in images]}
+    for label, conf in (("default_thresholds", None), ("conf_0.001", 0.001)):
+        local = LocalPipeline(ctx.engine_model, imgsz=ctx.args.imgsz, conf=conf or 0.25, iou=0.7, max_det=300)
+        served, reference, seconds = {}, {}, 0.0
+        for image in images:
+            blob = image.encoded()
+            t0 = time.perf_counter()
+            served[image.id] = _detect(client, "yolo_e2e", blob, {"conf": conf} if conf else None)
+            seconds += time.perf_counter() - t0
+            detections, num = local([blob])
+            reference[image.id] = detections[0, : int(num[0])].astype(np.float64)
+        entry = _box_stats(reference, served) if conf is None else {}
+        if conf is not None:  # mAP wants the low threshold; boxes at it are mostly noise, so compare mAP only
+            entry = {"served_mAP": _coco(evalset, served), "local_mAP": _coco(evalset, reference),
+                     "boxes_iou50": _box_stats(reference, served)["iou50"]}
+        entry["served_seconds_sequential"] = round(seconds, 3)
+        out[label] = entry
+    client.close()
+    crit = out["default_thresholds"]
+    out["verdict"] = ("box-for-box equal (CPU criterion met on every image)" if crit["images_passing_cpu_criterion"] == crit["images"]
+                      else f"{crit['images_passing_cpu_criterion']}/{crit['images']} images meet the CPU criterion; "
+                           f"matched at IoU>=0.99: {crit['iou99']['matched']:.3f}, at 0.5: {crit['iou50']['matched']:.3f}; "
+                           f"max score delta {crit['score_delta']['max']}, max coord delta {crit['box_coord_delta_px']['max']} px")
+    return out
+
+
+# ---- load --------------------------------------------------------------------------------------------
+
+class GpuSampler:
+    """nv_gpu_utilization (0..1) and memory from Triton's metrics endpoint, every `interval` s, in a thread."""
+
+    def __init__(self, endpoint: str | None, interval: float = 0.5):
+        self.endpoint, self.interval = endpoint, interval
+        self.samples: list[tuple[float, float, float]] = []
+        self._stop = threading.Event()
+        self._thread = None
+        self.error = None
+
+    def __enter__(self):
+        if self.endpoint:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self):
+        from harness.metrics.prometheus import scrape
+
+        while not self._stop.is_set():
+            try:
+                snap = scrape(self.endpoint, timeout=2.0)
+                if snap.has("nv_gpu_utilization"):
+                    self.samples.append((time.monotonic(), snap.value("nv_gpu_utilization"),
+                                         snap.value("nv_gpu_memory_used_bytes")))
+            except Exception as error:  # noqa: BLE001
+                self.error = f"{type(error).__name__}: {error}"
+            self._stop.wait(self.interval)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def summary(self, skip_s: float = 0.0) -> dict | None:
+        if not self.samples:
+            return {"samples": 0, "error": self.error} if self.endpoint else None
+        t0 = self.samples[0][0]
+        use = [s for s in self.samples if s[0] - t0 >= skip_s] or self.samples
+        util = np.asarray([s[1] for s in use]) * 100
+        return {"samples": len(use), "util_pct_mean": _r(util.mean(), 1), "util_pct_max": _r(util.max(), 1),
+                "memory_used_gib_max": _r(max(s[2] for s in use) / 2**30, 2)}
+
+
+def _processes(concurrency: int, cap: int) -> int:
+    return max(1, min(cap, concurrency // 4, concurrency))
+
+
+def _e2e_payload():
+    from harness.accuracy.evalset import EvalSet
+    from harness.load.payload import Payload, Tensor
+
+    evalset = EvalSet(EVAL_DIR)
+    from PIL import Image
+
+    chosen = next((i for i in evalset.images if Image.open(i.path).size == (640, 480)), evalset.images[0])
+    blob = chosen.encoded()
+    payload = Payload("yolo_e2e", (Tensor("images", "BYTES", np.array([[blob]], dtype=np.object_)),))
+    return payload, {"file": chosen.file_name, "size": list(Image.open(chosen.path).size), "jpeg_bytes": len(blob)}
+
+
+def _raw_payload(imgsz: int):
+    from harness.load.payload import Payload, Tensor
+    from harness.vision.pipeline import DetectionPipeline
+
+    payload, info = _e2e_payload()
+    batch, _ = DetectionPipeline(imgsz=imgsz).preprocess([payload.tensors[0].array.reshape(-1)[0]])
+    return Payload("yolo_raw", (Tensor("images", "FP32", np.ascontiguousarray(batch, dtype=np.float32)),)), \
+        {**info, "tensor": list(batch.shape), "request_bytes": int(batch.nbytes)}
+
+
+def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency: int = 1, rate: float = 0.0) -> dict:
+    from harness.load.batching import batch_profile
+    from harness.load.clients import ClientSpec
+    from harness.load.generator import LoadSettings, run_load
+    from harness.load.server_stats import StatisticsProbe, split
+
+    if ctx.server is None:
+        raise RuntimeError("no server")
+    a = ctx.args
+    if model == "yolo_raw":
+        payload, payload_info = _raw_payload(a.imgsz)
+    else:
+        payload, payload_info = _e2e_payload()
+        if model != payload.model:
+            payload = type(payload)(model, payload.tensors)
+    if mode == "concurrency":
+        settings = LoadSettings(mode="concurrency", concurrency=concurrency, window_s=a.window_s, warmup_s=a.warmup_s,
+                                max_windows=a.max_windows, processes=_processes(concurrency, a.max_processes))
+    else:
+        settings = LoadSettings(mode=mode, rate=rate, window_s=a.window_s, warmup_s=a.warmup_s, max_windows=a.max_windows,
+                                processes=min(a.max_processes, 2), seed=1)
+    probe = StatisticsProbe(ctx.grpc, model)
+    spec = ClientSpec("grpc", ctx.grpc, payload, timeout_s=30.0)
+    with GpuSampler(ctx.metrics if a.device == "gpu" else None) as sampler:
+        result = run_load(spec, settings, probe=probe)
+    probe.close()
+    data = result.to_dict()
+    data.pop("latencies_ms", None)
+    start, end = result.server_stats.get("start"), result.server_stats.get("end")
+    batches = batch_profile(start, end, model).to_dict() if end else None
+    server_split = split(start, end, model) if end else None
+    out = {
+        "model": model, "mode": mode, "concurrency": concurrency if mode == "concurrency" else None,
+        "rate": rate if mode != "concurrency" else None, "processes": settings.processes,
+        "throughput": _r(result.throughput, 2), "latency_ms": {k: _r(v, 3) for k, v in result.latency_ms.items()},
+        "completed": result.completed, "errors": result.errors, "error_messages": result.error_messages,
+        "stable": result.stable, "windows": len(result.windows), "client_cpu": _r(result.client_cpu, 3),
+        "late_sends": result.late_sends, "warnings": result.warnings, "batches": batches, "server_split_ms": server_split,
+        "gpu": sampler.summary(skip_s=a.warmup_s), "payload": payload_info,
+        "window_throughputs": [_r(w["throughput"], 1) for w in data["windows"]],
+    }
+    if model == "yolo_e2e" and mode == "concurrency":
+        ctx.best_e2e = max(ctx.best_e2e, result.throughput)
+    return out
+
+
+# ---- engine alone ------------------------------------------------------------------------------------
+
+def _graph_forward(engine, x, convs: list | None = None):
+    """TorchEngine's own node loop (same ops, same constants) on a device tensor: what infer() does minus
+    the numpy -> device copy in and the device -> numpy copy out."""
+    values = dict(engine._consts)
+    values[engine.signature.inputs[0].name] = x
+    for op_type, attrs, in_names, out_names in engine._nodes:
+        args = [values[n] if n else None for n in in_names]
+        result = engine._ops[op_type](attrs, *args)
+        if isinstance(result, (tuple, list)):
+            values.update(zip(out_names, result))
+        else:
+            values[out_names[0]] = result
+            if convs is not None and op_type == "Conv":
+                convs.append((tuple(args[1].shape), tuple(result.shape)))
+    return values[engine.signature.outputs[0].name]
+
+
+def _engine(ctx: Context):
+    from harness.engines.torch_engine import TorchEngine
+
+    gpu = ctx.args.device == "gpu"
+    return TorchEngine(ctx.engine_model, device="cuda:0" if gpu else "cpu", precision="fp16" if gpu else "fp32")
+
+
+def stage_engine(ctx: Context) -> dict:
+    import torch
+
+    if ctx.engine_model is None:
+        raise RuntimeError("no model: the build stage failed")
+    a = ctx.args
+    engine = _engine(ctx)
+    gpu = engine.device.startswith("cuda")
+
+    def sync():
+        if gpu:
+            torch.cuda.synchronize()
+
+    size = a.imgsz
+    convs: list = []
+    with torch.inference_mode():
+        _graph_forward(engine, torch.rand(1, 3, size, size, device=engine.device, dtype=engine._float), convs)
+    macs = sum(w[0] * w[1] * w[2] * w[3] * y[2] * y[3] for w, y in convs)  # per image: Cout*(Cin/g)*kh*kw*Ho*Wo
+    gflops = 2 * macs / 1e9
+    out: dict = {"engine": f"TorchEngine {engine.precision} on {engine.device}", "model": str(ctx.engine_model),
+                 "conv_gflops_per_image": _r(gflops, 3), "convs": len(convs), "device_tensors": {}, "numpy_path": {}}
+
+    def timed(fn, batch: int) -> dict:
+        for _ in range(3):
+            fn()
+        sync()
+        n, t0 = 0, time.perf_counter()
+        while n < 5 or (time.perf_counter() - t0 < a.engine_seconds and n < 2000):
+            fn()
+            n += 1
+            if n % 10 == 0:
+                sync()
+        sync()
+        dt = time.perf_counter() - t0
+        return {"iterations": n, "ms_per_batch": _r(dt / n * 1e3, 3), "images_per_s": _r(batch * n / dt, 1),
+                "achieved_tflops": _r(batch * n / dt * gflops / 1e3, 2)}
+
+    for variant in (["default", "cudnn_benchmark"] if gpu else ["default"]):
+        torch.backends.cudnn.benchmark = variant == "cudnn_benchmark"
+        table = {}
+        for batch in a.engine_batches:
+            x = torch.rand(batch, 3, size, size, device=engine.device, dtype=engine._float)
+            with torch.inference_mode():
+                table[str(batch)] = timed(lambda: _graph_forward(engine, x), batch)
+            if gpu:
+                table[str(batch)]["max_memory_gib"] = _r(torch.cuda.max_memory_allocated() / 2**30, 2)
+            print(f"  engine {variant} batch {batch}: {table[str(batch)]}", flush=True)
+            ctx_write = getattr(ctx, "recorder", None)
+            out["device_tensors"][variant] = table
+            if ctx_write:
+                ctx_write.data["stages"].setdefault("engine_partial", {})["result"] = out
+                ctx_write.write()
+    torch.backends.cudnn.benchmark = False
+    for batch in [b for b in a.engine_batches if b <= 32][-2:]:  # the served model's path: fp32 numpy in and out
+        arr = np.random.default_rng(0).random((batch, 3, size, size), dtype=np.float32)
+        name = engine.signature.inputs[0].name
+        out["numpy_path"][str(batch)] = timed(lambda: engine.infer({name: arr}), batch)
+    best = max((row["images_per_s"] for table in out["device_tensors"].values() for row in table.values()), default=0)
+    out["best_images_per_s"] = best
+    if gpu:
+        out["flops_bound_images_per_s"] = _r(H200_FP16_DENSE_TFLOPS * 1e12 / (gflops * 1e9), 0)
+        out["flops_bound_note"] = (f"{H200_FP16_DENSE_TFLOPS:g} TFLOP/s dense FP16 (H200 SXM datasheet, assumed) / conv FLOPs "
+                                   "per image; an op-by-op interpreted graph of a 3 M-parameter model never gets near it")
+    return out
+
+
+# ---- FP16 vs FP32 on the eval set --------------------------------------------------------------------
+
+def stage_fp16_vs_fp32(ctx: Context) -> dict:
+    from harness.accuracy.evalset import EvalSet
+    from harness.accuracy.tensors import compare
+    from harness.engines.ort import OrtEngine
+    from harness.vision.pipeline import DetectionPipeline
+
+    if ctx.engine_model is None:
+        raise RuntimeError("no model: the build stage failed")
+    a = ctx.args
+    evalset = EvalSet(EVAL_DIR, images_per_slice=(a.eval_images // 2) if a.eval_images else None)
+    images = evalset.images
+    ort = OrtEngine(ctx.engine_model, intra_op_threads=len(os.sched_getaffinity(0)))
+    torch_engine = _engine(ctx)
+    name = torch_engine.signature.inputs[0].name
+    out_name = torch_engine.signature.outputs[0].name
+    pipeline = DetectionPipeline(imgsz=a.imgsz)
+    ref_raw, cand_raw, metas_all, ids = [], [], [], []
+    t_ort = t_torch = 0.0
+    for start in range(0, len(images), 16):
+        chunk = images[start:start + 16]
+        batch, metas = pipeline.preprocess([i.encoded() for i in chunk])
+        t0 = time.perf_counter()
+        ref_raw.append(ort.infer({name: batch})[out_name])
+        t1 = time.perf_counter()
+        cand_raw.append(torch_engine.infer({name: batch})[out_name])
+        t2 = time.perf_counter()
+        t_ort, t_torch = t_ort + t1 - t0, t_torch + t2 - t1
+        metas_all.extend(metas)
+        ids.extend(i.id for i in chunk)
+    ref, cand = np.concatenate(ref_raw), np.concatenate(cand_raw)
+    boxes = compare("output0:boxes", ref[:, :4], cand[:, :4], atol=1.0, rtol=0.0).as_dict()
+    scores = compare("output0:scores", ref[:, 4:], cand[:, 4:], atol=1e-3, rtol=0.0).as_dict()
+    live = ref[:, 4:].max(axis=1) > 0.25  # anchors that carry a detection: where the error matters
+    live_err = np.abs(ref[:, :4] - cand[:, :4]).max(axis=1)[live] if live.any() else np.zeros(1)
+    out = {"images": len(images), "reference": "onnxruntime fp32 CPU", "candidate": f"TorchEngine {torch_engine.precision} on {torch_engine.device}",
+           "seconds": {"ort": round(t_ort, 2), "torch": round(t_torch, 2)},
+           "raw_error": {"boxes_px": boxes, "scores": scores,
+                         "boxes_px_at_anchors_scoring_over_0.25": {"anchors": int(live.sum()), "mean": _r(live_err.mean()),
+                                                                    "p99": _r(np.percentile(live_err, 99)), "max": _r(live_err.max())}}}
+    for label, conf in (("mAP", 0.001), ("boxes_at_0.25", 0.25)):
+        decoder = DetectionPipeline(imgsz=a.imgsz, conf=conf, iou=0.7, max_det=300)
+        dets = {}
+        for which, raw in (("fp32", ref), ("candidate", cand)):
+            detections, num = decoder.postprocess(raw, metas_all)
+            dets[which] = {i: detections[k, : int(num[k])].astype(np.float64) for k, i in enumerate(ids)}
+        if label == "mAP":
+            out["mAP"] = {"fp32_ort": _coco(evalset, dets["fp32"]), "candidate": _coco(evalset, dets["candidate"])}
+            f, c = out["mAP"]["fp32_ort"]["all"], out["mAP"]["candidate"]["all"]
+            out["mAP"]["delta_all"] = {"mAP50_95": _r(c["mAP50_95"] - f["mAP50_95"]), "mAP50": _r(c["mAP50"] - f["mAP50"])}
+        else:
+            stats = _box_stats(dets["fp32"], dets["candidate"])
+            stats.pop("per_image")
+            out["boxes_at_conf_0.25"] = stats
+    return out
+
+
+# ---- summary -----------------------------------------------------------------------------------------
+
+def summarise(data: dict) -> dict:
+    stages = data["stages"]
+
+    def res(name):
+        entry = stages.get(name) or {}
+        return entry.get("result") if entry.get("status") == "ok" else None
+
+    summary: dict = {"status": {k: v.get("status") for k, v in stages.items()}}
+    load = {}
+    for name, entry in stages.items():
+        r = res(name)
+        if r and "throughput" in r:
+            load[name] = {"throughput": r["throughput"], "p50_ms": r["latency_ms"]["p50"], "p95_ms": r["latency_ms"]["p95"],
+                          "p99_ms": r["latency_ms"]["p99"], "avg_batch": (r["batches"] or {}).get("average_batch"),
+                          "gpu_util_pct": (r["gpu"] or {}).get("util_pct_mean"), "errors": r["errors"], "stable": r["stable"],
+                          "client_cpu": r["client_cpu"]}
+    summary["load"] = load
+    gains = {}
+    for name in load:
+        if name.startswith("unbatched_c"):
+            on = load.get("e2e_c" + name.removeprefix("unbatched_c"))
+            off = load[name]
+            if on and off["throughput"]:
+                gains[name.removeprefix("unbatched_")] = {"throughput_ratio": _r(on["throughput"] / off["throughput"], 2),
+                                                          "p95_ratio": _r(on["p95_ms"] / off["p95_ms"], 2) if off["p95_ms"] else None}
+    summary["dynamic_batching_gain_e2e"] = gains
+    if (acc := res("accuracy")):
+        summary["accuracy"] = acc["verdict"]
+    if (eng := res("engine")):
+        summary["engine_limit_images_per_s"] = {v: {b: row["images_per_s"] for b, row in t.items()} for v, t in eng["device_tensors"].items()}
+        summary["engine_numpy_path_images_per_s"] = {b: row["images_per_s"] for b, row in eng["numpy_path"].items()}
+        summary["flops_bound_images_per_s"] = eng.get("flops_bound_images_per_s")
+    if (fp := res("fp16_vs_fp32")):
+        summary["fp16_vs_fp32"] = {"mAP": {k: fp["mAP"][k]["all"] for k in ("fp32_ort", "candidate")} | {"delta": fp["mAP"]["delta_all"]},
+                                   "box_px_max": fp["raw_error"]["boxes_px"]["abs_max"],
+                                   "box_px_at_detections": fp["raw_error"]["boxes_px_at_anchors_scoring_over_0.25"],
+                                   "score_abs_max": fp["raw_error"]["scores"]["abs_max"]}
+    return summary
+
+
+# ---- main --------------------------------------------------------------------------------------------
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    p.add_argument("--imgsz", type=int, default=640)
+    p.add_argument("--images", type=int, default=20, help="eval images for the served-vs-local check")
+    p.add_argument("--e2e-concurrency", type=_ints, default=[1, 8, 64])
+    p.add_argument("--raw-concurrency", type=_ints, default=[1, 8, 64])
+    p.add_argument("--unbatched-concurrency", type=_ints, default=[8, 64])
+    p.add_argument("--poisson-fraction", type=float, default=0.7, help="of the best closed-loop e2e throughput; 0 = no Poisson run")
+    p.add_argument("--window-s", type=float, default=2.0)
+    p.add_argument("--warmup-s", type=float, default=1.5)
+    p.add_argument("--max-windows", type=int, default=5)
+    p.add_argument("--max-processes", type=int, default=4, help="load-generator processes at most (concurrency // 4)")
+    p.add_argument("--engine-batches", type=_ints, default=[1, 8, 32, 64])
+    p.add_argument("--engine-seconds", type=float, default=2.0)
+    p.add_argument("--eval-images", type=int, default=0, help="images for fp16_vs_fp32 (0 = the whole eval set)")
+    p.add_argument("--startup-timeout", type=float, default=240)
+    p.add_argument("--deadline-s", type=float, default=480, help="the whole run; stages past it are skipped")
+    p.add_argument("--stages", default="", help="comma list of stage names/prefixes to run (default all)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGALRM, _alarm)
+    meta = {"started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": args.device, "imgsz": args.imgsz,
+            "command": " ".join(sys.argv), "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+    try:
+        meta["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001
+        meta["git_commit"] = None
+    rec = Recorder(args.out, args.deadline_s, meta)
+    ctx = Context(args)
+    ctx.recorder = rec
+    wanted = [s for s in args.stages.split(",") if s]
+
+    def want(name: str) -> bool:
+        return not wanted or any(name == w or name.startswith(w) for w in wanted)
+
+    def stage(name, budget, fn, *fargs, **kw):
+        if want(name):
+            out = rec.stage(name, budget, fn, *fargs, **kw)
+            rec.data["summary"] = summarise(rec.data)
+            rec.write()
+            return out
+        return None
+
+    load_budget = args.warmup_s + args.window_s * args.max_windows + 60
+    try:
+        stage("env", 60, stage_env, args)
+        stage("build", 180, stage_build, ctx, min_s=20)
+        if want("server") or any(want(p) for p in ("accuracy", "e2e", "raw", "unbatched")):
+            rec.stage("server", args.startup_timeout + 30, stage_server, ctx, min_s=60)
+            rec.data["summary"] = summarise(rec.data)
+            rec.write()
+        if ctx.server is not None and ctx.grpc is not None:
+            stage("accuracy", 120, stage_accuracy, ctx, min_s=20)
+            for c in args.e2e_concurrency:
+                stage(f"e2e_c{c}", load_budget, stage_load, ctx, "yolo_e2e", concurrency=c, min_s=load_budget - 40)
+            for c in args.unbatched_concurrency:
+                stage(f"unbatched_c{c}", load_budget, stage_load, ctx, UNBATCHED, concurrency=c, min_s=load_budget - 40)
+            for c in args.raw_concurrency:
+                stage(f"raw_c{c}", load_budget, stage_load, ctx, "yolo_raw", concurrency=c, min_s=load_budget - 40)
+            if args.poisson_fraction > 0 and ctx.best_e2e > 0:
+                rate = round(ctx.best_e2e * args.poisson_fraction, 1)
+                stage("e2e_poisson", load_budget, stage_load, ctx, "yolo_e2e", mode="poisson", rate=rate, min_s=load_budget - 40)
+        if ctx.server is not None:
+            rec.stage("server_stop", 60, stage_server_stop, ctx, min_s=0)
+        stage("engine", 150, stage_engine, ctx, min_s=20)
+        if (rec.data["stages"].get("engine") or {}).get("status") == "ok":
+            rec.data["stages"].pop("engine_partial", None)  # kept when the stage timed out: what it measured
+        stage("fp16_vs_fp32", 150, stage_fp16_vs_fp32, ctx, min_s=20)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if ctx.server is not None:
+            try:
+                (args.out / "tritonserver.log").write_text(ctx.server.log_tail(400))
+            except Exception:  # noqa: BLE001
+                pass
+            ctx.server.stop()
+        rec.data["summary"] = summarise(rec.data)
+        rec.write()
+    print(json.dumps(rec.data["summary"], indent=1, default=_json_default), flush=True)
+    failed = [k for k, v in rec.data["stages"].items() if v.get("status") != "ok"]
+    print(f"done in {time.monotonic() - rec.started:.0f} s; not ok: {failed or 'none'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
