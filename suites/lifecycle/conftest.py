@@ -70,7 +70,7 @@ def deployment(pytestconfig, repository_source):
     scratch = scratch_copy(repository_source)
     model = choose_model(scratch, pytestconfig.getoption("--lifecycle-model"))
     deployment = Deployment(
-        lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=("*",),
+        lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=(model,),
                              extra_args=("--exit-timeout-secs=5",)),  # restarts: don't wait 30 s
         scratch, model, driver_class)
     terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
