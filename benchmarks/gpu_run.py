@@ -699,7 +699,9 @@ def main(argv=None) -> int:
     meta = {"started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": args.device, "imgsz": args.imgsz,
             "command": " ".join(sys.argv), "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
     try:
-        meta["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        # the device tool's copy of the tree has no .git: pass YTS_GIT_COMMIT there
+        meta["git_commit"] = os.environ.get("YTS_GIT_COMMIT") or (done.stdout.strip() if done.returncode == 0 else None)
     except Exception:  # noqa: BLE001
         meta["git_commit"] = None
     rec = Recorder(args.out, args.deadline_s, meta)
