@@ -1,8 +1,15 @@
-"""Readiness seen from outside during a switch: /v2/health/ready and the model's /ready polled in a
-thread, so "the model never stopped being ready" is an observation with a count, not an assumption."""
+"""Readiness seen from outside during a switch: /v2/health/ready and the model's /ready polled,
+so "the model never stopped being ready" is an observation with a count, not an assumption.
+
+The poller is a process of its own (`python -m harness.lifecycle.readiness`): in-process, K client
+threads spinning on fast errors (a model that is gone answers NOT_FOUND in microseconds) starve a
+probe thread of the GIL for seconds — exactly while the model is not ready."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -10,36 +17,54 @@ from collections import Counter
 import requests
 
 
+# An orchestrator's probe gives up after this long (Kubernetes' default timeoutSeconds): no answer
+# within it is "not ready" (code 0), as it would be for the orchestrator.
+PROBE_TIMEOUT_S = 1.0
+
+
+def poll(http_url: str, model: str, interval_s: float) -> None:
+    """Child side: one JSON line per sample on stdout until stdin closes."""
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+    def code(session: requests.Session, path: str) -> int:
+        try:
+            return session.get(f"{http_url}{path}", timeout=PROBE_TIMEOUT_S).status_code
+        except requests.RequestException:
+            return 0
+
+    with requests.Session() as session:
+        print("started", flush=True)
+        while not stop.is_set():
+            sample = (time.monotonic(), code(session, "/v2/health/ready"), code(session, f"/v2/models/{model}/ready"))
+            print(json.dumps(sample), flush=True)
+            stop.wait(interval_s)
+
+
 class ReadinessProbe:
     def __init__(self, http_url: str, model: str, interval_s: float = 0.02):
         self.http_url = http_url
         self.model = model
         self.interval_s = interval_s
-        self.samples: list[tuple[float, int, int]] = []  # (time, server ready code, model ready code)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="readiness-probe")
-
-    def _code(self, session: requests.Session, path: str) -> int:
-        try:
-            return session.get(f"{self.http_url}{path}", timeout=5).status_code
-        except requests.RequestException:
-            return 0
-
-    def _run(self) -> None:
-        with requests.Session() as session:
-            while not self._stop.is_set():
-                now = time.monotonic()
-                self.samples.append((now, self._code(session, "/v2/health/ready"),
-                                     self._code(session, f"/v2/models/{self.model}/ready")))
-                self._stop.wait(self.interval_s)
+        self.samples: list[tuple[float, int, int]] = []  # (monotonic time, server ready code, model ready code)
+        self._process: subprocess.Popen | None = None
 
     def __enter__(self) -> ReadinessProbe:
-        self._thread.start()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "harness.lifecycle.readiness", self.http_url, self.model, str(self.interval_s)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self._process.stdout.readline().strip() != "started":
+            raise RuntimeError("the readiness probe process did not start")
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        process, self._process = self._process, None
+        try:
+            out, _ = process.communicate(input="", timeout=30)  # closing stdin stops the poller
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+        self.samples = [tuple(json.loads(line)) for line in out.splitlines() if line.startswith("[")]
 
     def codes(self, index: int) -> Counter:
         return Counter(sample[index] for sample in self.samples)
@@ -49,12 +74,15 @@ class ReadinessProbe:
         --strict-readiness Triton 2.51 answers 400 on /v2/health/ready while any version is LOADING
         (every hot reload), and keeps answering 400 after a version failed to load."""
         problems = []
-        for index, what in [(2, f"model {self.model!r} (/v2/models/{self.model}/ready)")]:
-            codes = self.codes(index)
-            bad = sum(n for code, n in codes.items() if code != 200)
-            if bad:
-                problems.append(f"{what} was not ready in {bad} of {len(self.samples)} probes during the switch "
-                                f"(HTTP codes seen: {dict(codes)})")
+        codes = self.codes(2)
+        bad = sum(n for code, n in codes.items() if code != 200)
+        if bad:
+            problems.append(f"model {self.model!r} (/v2/models/{self.model}/ready) was not ready in {bad} of "
+                            f"{len(self.samples)} probes during the switch (HTTP codes seen: {dict(codes)}; 0 = no answer within {PROBE_TIMEOUT_S} s)")
         if not self.samples:
             problems.append("the readiness probe took no samples")
         return problems
+
+
+if __name__ == "__main__":
+    poll(sys.argv[1], sys.argv[2], float(sys.argv[3]))

@@ -1,0 +1,61 @@
+"""The lifecycle suite, run through pytester against a real server on a tiny repository, in both
+directions: the conforming driver passes its hot-add test with zero failures; the wrapper that
+unloads before loading (fixtures/lifecycle/unload_before_load.py) fails it, and the broken-version
+test, with messages naming the failed requests and the model going unready."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.paths import FIXTURES, PROJECT_ROOT
+from tests.conftest import write_scale_add
+
+SUITE = PROJECT_ROOT / "suites" / "lifecycle"
+UNLOAD_FIRST = f"{FIXTURES / 'lifecycle' / 'unload_before_load.py'}:UnloadBeforeLoad"
+
+
+@pytest.fixture
+def lifecycle_repo(tmp_path) -> Path:
+    repository = tmp_path / "models"
+    write_scale_add(repository)
+    return repository
+
+
+def _run(pytester, repository: Path, selection: str, *extra: str):
+    pytester.makeini(f"[pytest]\ntestpaths = {SUITE}\naddopts = -p no:cacheprovider\n")
+    return pytester.runpytest_subprocess(
+        str(SUITE), "--repo", str(repository), "-k", selection, "--lifecycle-lead-s=0.5",
+        "--lifecycle-tail-s=1.0", *extra, timeout=240)
+
+
+def test_conforming_promotion_passes_with_counts(pytester, lifecycle_repo):
+    result = _run(pytester, lifecycle_repo, "test_add_version_under_traffic and latest1")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    row = re.search(r"test_add_version_under_traffic\[latest1\]\s+passed\s+(\d+)\s+(\d+)\s+v1=(\d+), v2=(\d+)", out)
+    assert row, out[-3000:]
+    sent, failed, v1, v2 = map(int, row.groups())
+    assert failed == 0 and sent == v1 + v2 and v1 > 0 and v2 > 0, row.group(0)
+
+
+def test_unload_before_load_is_caught(pytester, lifecycle_repo):
+    result = _run(pytester, lifecycle_repo, "test_add_version_under_traffic and latest1",
+                  "--lifecycle-driver", UNLOAD_FIRST)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert re.search(r"[1-9]\d* of \d+ requests failed while version 2 was loaded \(expected 0\)", out), out[-3000:]
+    assert "has no available versions" in out
+    assert re.search(r"model 'scale_add' \(/v2/models/scale_add/ready\) was not ready in [1-9]", out)
+
+
+def test_unload_before_load_is_caught_with_a_broken_version(pytester, lifecycle_repo):
+    """Even a failing N+1 takes the service down when the wrapper unloads first: the old version
+    must keep serving, and here it does not."""
+    result = _run(pytester, lifecycle_repo, "test_broken_version_under_traffic and corrupt_model_file",
+                  "--lifecycle-driver", UNLOAD_FIRST)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert re.search(r"requests failed while broken version 2 failed to load", out), out[-3000:]

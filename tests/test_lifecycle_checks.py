@@ -1,0 +1,73 @@
+"""The lifecycle verdicts on records built response by response: a clean switch passes; an old
+version answering past the bound, a stray version, a failure, a non-transient error each fail with
+a message naming what was seen. Records from real servers are judged in tests/test_lifecycle.py."""
+
+from __future__ import annotations
+
+from harness.lifecycle import checks
+from harness.lifecycle.target import choose_model
+from harness.lifecycle.traffic import Record, Response, request_inputs
+from harness.repository.config import read_config
+from tests.conftest import write_scale_add
+
+
+def _record(answers, loaded_at=1.0):
+    """answers: (sent, version or error) pairs, each answered 10 ms later."""
+    responses = [Response(0, t, t + 0.01, v if v.isdigit() else "", "", "" if v.isdigit() else v)
+                 for t, v in answers]
+    return Record(responses, {"load posted": 0.5, "load returned": loaded_at})
+
+
+def _clean(n_tail=200):
+    return _record([(0.1 * i, "1") for i in range(10)] + [(1.0 + 0.001 * i, "2") for i in range(n_tail)])
+
+
+def test_clean_switch_passes():
+    record = _clean()
+    problems, numbers = checks.switch_over(record, "1", "2", 1.0, bound_s=0.5)
+    assert problems == [] and checks.no_failures(record, "x") == [] and checks.only_versions(record, {"1", "2"}, "x") == []
+    assert numbers["switch_over_s"] < 0.5
+
+
+def test_old_version_past_the_bound_fails():
+    record = _record([(0.1, "1")] + [(1.0 + 0.001 * i, "2") for i in range(200)] + [(2.0, "1")])
+    problems, _ = checks.switch_over(record, "1", "2", 1.0, bound_s=0.5)
+    assert any("version 1 still answered 1.0" in p and "bound 0.5 s" in p for p in problems), problems
+
+
+def test_new_version_never_answering_fails():
+    problems, _ = checks.switch_over(_record([(0.1 * i, "1") for i in range(30)]), "1", "2", 1.0, bound_s=0.5)
+    assert problems and "version 2 never answered" in problems[0]
+
+
+def test_too_short_tail_fails():
+    problems, _ = checks.switch_over(_clean(n_tail=5), "1", "2", 1.0, bound_s=0.5)
+    assert any("only 5 answers after the switch-over" in p for p in problems), problems
+
+
+def test_failures_and_stray_versions_are_named():
+    record = _record([(0.1, "1"), (0.2, "[StatusCode.NOT_FOUND] has no available versions"), (0.3, "3")])
+    failed = checks.no_failures(record, "during the test")
+    assert failed[0].startswith("1 of 3 requests failed during the test") and "has no available versions" in failed[1]
+    assert "versions {'3': 1}" in checks.only_versions(record, {"1", "2"}, "here")[0]
+
+
+def test_transient_errors_only():
+    transient = _record([(0.1, "[StatusCode.NOT_FOUND] Request for unknown model: 'm' has no available versions")])
+    odd = _record([(0.1, "[StatusCode.INTERNAL] Failed to process the request(s), message: Stub process is not healthy.")])
+    assert checks.transient_only(transient) == []
+    assert "not the documented transient" in checks.transient_only(odd)[0]
+
+
+def test_model_choice_and_inputs(tmp_path):
+    repository = tmp_path / "models"
+    write_scale_add(repository, "a_first")
+    write_scale_add(repository, "b_two_latest")
+    config_two = read_config(repository / "b_two_latest")
+    config_two.version_policy.latest.num_versions = 2
+    from harness.repository.config import write_config
+    write_config(repository / "b_two_latest", config_two)
+    assert choose_model(repository) == "b_two_latest"
+    assert choose_model(repository, "a_first") == "a_first"
+    [(name, array)] = request_inputs(read_config(repository / "a_first"))
+    assert name == "X" and array.shape == (1, 4) and str(array.dtype) == "float32"
