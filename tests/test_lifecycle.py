@@ -48,7 +48,7 @@ def test_unload_before_load_is_caught(pytester, lifecycle_repo):
     out = result.stdout.str()
     assert re.search(r"[1-9]\d* of \d+ requests failed while version 2 was loaded \(expected 0\)", out), out[-3000:]
     assert "has no available versions" in out
-    assert re.search(r"model 'scale_add' \(/v2/models/scale_add/ready\) was not ready in [1-9]", out)
+    assert re.search(r"model 'scale_add' \(/v2/models/scale_add/ready\) answered not-ready in [1-9]", out)
 
 
 def test_unload_before_load_is_caught_with_a_broken_version(pytester, lifecycle_repo):

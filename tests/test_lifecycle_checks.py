@@ -71,3 +71,15 @@ def test_model_choice_and_inputs(tmp_path):
     assert choose_model(repository, "a_first") == "a_first"
     [(name, array)] = request_inputs(read_config(repository / "a_first"))
     assert name == "X" and array.shape == (1, 4) and str(array.dtype) == "float32"
+
+
+def test_readiness_verdict_refusals_and_silence():
+    from harness.lifecycle.readiness import FAILURE_THRESHOLD, ReadinessProbe
+
+    probe = ReadinessProbe("http://unused", "m")
+    probe.samples = [(0.0, 200, 200), (0.1, 0, 0), (0.2, 400, 200)]
+    assert probe.problems() == []  # one slow answer is not a verdict
+    probe.samples = [(0.0, 200, 200), (0.1, 400, 400)]
+    assert "answered not-ready in 1 of 2 probes" in probe.problems()[0]
+    probe.samples = [(0.1 * i, 0, 0) for i in range(FAILURE_THRESHOLD)]
+    assert f"did not answer {FAILURE_THRESHOLD} probes in a row" in probe.problems()[0]
