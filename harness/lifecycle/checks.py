@@ -54,26 +54,29 @@ def only_versions(record: Record, allowed: set[str], during: str) -> list[str]:
 
 def switch_over(record: Record, old: str, new: str, loaded_at: float, bound_s: float,
                 min_tail: int = 100) -> tuple[list[str], dict[str, float]]:
-    """After the load returned, the old version may finish what it had in flight, no more: its last
-    answer comes within `bound_s`, and from then on every answer is from the new version (and there
-    are at least `min_tail` of them, so "only new" is a measurement, not an empty set)."""
+    """Triton routes a request when it arrives: once the load returned, new requests go to the new
+    version and the old one only finishes what it had queued. So: the last request the old version
+    answered was sent within `bound_s` of the load returning (the cut-over), every request sent after
+    it was answered by the new version, and there are at least `min_tail` of those (so "only new" is
+    a measurement, not an empty set). How long the old one took to drain is reported, not judged."""
     answered = [r for r in record.responses if r.ok]
-    old_done = [r.done for r in answered if r.version == old]
-    new_sent = [r for r in answered if r.version == new]
-    last_old = max(old_done) if old_done else None
+    old_answers = [r for r in answered if r.version == old]
+    new_answers = [r for r in answered if r.version == new]
+    last_old = max(old_answers, key=lambda r: r.sent) if old_answers else None
     numbers = {
-        "switch_over_s": (last_old - loaded_at) if last_old is not None else 0.0,
-        "first_new_after_post_s": (new_sent[0].sent - record.marks.get("load posted", loaded_at))
-        if new_sent else float("nan"),
+        "cutover_s": (last_old.sent - loaded_at) if last_old else 0.0,
+        "drain_s": (max(r.done for r in old_answers) - loaded_at) if old_answers else 0.0,
+        "first_new_after_post_s": (new_answers[0].sent - record.marks.get("load posted", loaded_at))
+        if new_answers else float("nan"),
     }
-    problems = []
-    if not new_sent:
+    if not new_answers:
         return [f"version {new} never answered an unversioned request after its load returned "
                 f"({len(answered)} answers, versions {dict(record.per_version())})"], numbers
-    if numbers["switch_over_s"] > bound_s:
-        problems.append(f"version {old} still answered {numbers['switch_over_s']:.3f} s after version {new}'s "
-                        f"load returned (bound {bound_s} s)")
-    cut = last_old if last_old is not None else loaded_at
+    problems = []
+    if numbers["cutover_s"] > bound_s:
+        problems.append(f"version {old} still answered a request sent {numbers['cutover_s']:.3f} s after version "
+                        f"{new}'s load returned (bound {bound_s} s); {_example(last_old, _t0(record))}")
+    cut = last_old.sent if last_old else loaded_at
     tail = [r for r in answered if r.sent > cut]
     stray = [r for r in tail if r.version != new]
     if stray:

@@ -27,13 +27,17 @@ class Outcome:
 
 
 def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead_s: float = 1.0,
-                  tail_s: float = 1.5, warmup: int = 100) -> Outcome:
+                  tail_s: float = 1.5, warmup: int = 100, min_after: int = 150, max_tail_s: float = 60.0) -> Outcome:
+    """Traffic runs `tail_s` after the action returns, longer (up to `max_tail_s`) until `min_after`
+    requests sent after it were answered: a slow model's verdict needs as many answers as a fast one's."""
     traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=clients)
     with ReadinessProbe(deployment.http_url, deployment.model) as probe, traffic:
         traffic.wait_for(warmup)
         time.sleep(lead_s)
         traffic.mark("load posted")
         result = action()
-        traffic.mark("load returned")
+        returned = traffic.mark("load returned")
         time.sleep(tail_s)
+        traffic.wait_until(lambda r: sum(x.sent > returned for x in r.responses) >= min_after,
+                           max(0.0, max_tail_s - tail_s))
     return Outcome(traffic.record, result, probe)

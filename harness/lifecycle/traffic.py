@@ -102,6 +102,16 @@ class Traffic:
         while len(self.record.responses) < count and time.monotonic() < deadline:
             time.sleep(0.01)
 
+    def wait_until(self, condition, timeout: float) -> None:
+        """Block until condition(record) holds for what has come back so far, or the timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                done = condition(self.record)
+            if done:
+                return
+            time.sleep(0.05)
+
     def _client(self, index: int) -> None:
         import tritonclient.grpc as grpcclient
 
@@ -124,7 +134,7 @@ class Traffic:
                     response = Response(index, sent, time.monotonic(), "", self.version,
                                         str(error).strip() or type(error).__name__)
                 local.append(response)
-                if len(local) >= 64:
+                if len(local) >= 16:
                     self._flush(local)
         finally:
             self._flush(local)

@@ -61,6 +61,8 @@ def test_add_version_under_traffic(deployment, lifecycle_settings, report, polic
         for traffic in pinned.values():
             traffic.start()
         time.sleep(s.tail_s / 2)
+        for traffic in pinned.values():
+            traffic.wait_for(60, timeout=60)
         for version, traffic in pinned.items():
             pinned_record = traffic.stop()
             problems += checks.no_failures(pinned_record, f"addressed to version {version} under latest{{2}}")
