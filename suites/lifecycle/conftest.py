@@ -26,7 +26,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seconds of traffic before each load (default 1.0)")
     group.addoption("--lifecycle-tail-s", type=float, default=1.5,
                     help="seconds of traffic after each load returns (default 1.5)")
-    group.addoption("--lifecycle-switch-bound-s", type=float, default=1.0,
+    group.addoption("--lifecycle-switch-bound-s", type=float, default=5.0,
                     help="longest the old version may answer after the new one's load returned (default 1.0)")
     group.addoption("--lifecycle-cycles", type=int, default=8, help="unload/load stress cycles (default 8)")
     group.addoption("--lifecycle-stress-s", type=float, default=90.0,
