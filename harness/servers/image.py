@@ -19,7 +19,7 @@ from harness.paths import PROJECT_ROOT, cache_dir
 BASE_TAG = "yts/debian-bookworm-python:1"
 IMAGE_REPOSITORY = "yts/tritonserver-cpu"
 # What the models' Python inside the image needs: the reference models import these.
-MODEL_RUNTIME = ("numpy", "onnxruntime", "pillow", "opencv-python-headless")
+MODEL_RUNTIME = ("numpy", "onnx", "onnxruntime", "pillow", "opencv-python-headless")
 DEBIAN_PACKAGES = ("python3", "libpython3.11", "python3-pip", "ca-certificates")
 
 DOCKERFILE = """\
