@@ -27,7 +27,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lifecycle-tail-s", type=float, default=1.5,
                     help="seconds of traffic after each load returns (default 1.5)")
     group.addoption("--lifecycle-switch-bound-s", type=float, default=5.0,
-                    help="longest the old version may answer after the new one's load returned (default 1.0)")
+                    help="latest a request answered by the old version may be sent after the new one's load returned "
+                         "(cut-over bound; default 5.0)")
     group.addoption("--lifecycle-cycles", type=int, default=8, help="unload/load stress cycles (default 8)")
     group.addoption("--lifecycle-stress-s", type=float, default=90.0,
                     help="time bound of the stress test; fewer cycles run when it is reached (default 90)")
