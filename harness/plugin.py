@@ -3,6 +3,7 @@ test, the server and its clients. Suites ask for fixtures; they never start serv
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -192,16 +193,23 @@ def triton_server(pytestconfig: pytest.Config, repository: Path):
     backends = server_backends(pytestconfig.getoption("--triton"), pytestconfig.getoption("--triton-image"))
     server = start_server(pytestconfig, repository, load_models=loadable_models(repository, backends))
     _describe_server(pytestconfig, server)
-    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if terminal is not None:
-        terminal.write_line(f"\n[yts] {server.describe()}")
     from harness.protocol.untrusted import warn_if_host_executes
 
     notice = warn_if_host_executes(server)
-    if notice and terminal is not None:
-        terminal.write_line(f"[yts] WARNING: {notice}")
+    say(pytestconfig, f"\n[yts] {server.describe()}", *([f"[yts] WARNING: {notice}"] if notice else []))
     yield server
     server.stop()
+
+
+def say(config: pytest.Config, *lines: str) -> None:
+    """Write to the terminal even from inside a fixture (output capture would swallow it otherwise)."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if terminal is None:
+        return
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        for line in lines:
+            terminal.write_line(line)
 
 
 def _describe_server(config: pytest.Config, server) -> None:

@@ -141,14 +141,31 @@ def test_int8_runs_and_its_output_is_plausible(cache, name, record_property):
     ours = OrtEngine(build(cache, name).path).infer({"images": x})["output0"]
     reference = OrtEngine(build(cache, "fp32-dyn-320" if "-dyn-" in name else "fp32-b1-320").path).infer({"images": x})["output0"]
     assert np.isfinite(ours).all()
-    boxes, scores = error_stats(ours[:, :4], reference[:, :4]), error_stats(ours[:, 4:], reference[:, 4:])
-    record_property(f"{name}_box_abs_p99_px", boxes["abs_p99"])
+    # Boxes are judged where fp32 sees an object (score > 0.25): a background anchor's box is noise that
+    # NMS never sees, and over all anchors its p99 moves by tens of pixels with any change of ranges.
+    confident = reference[:, 4:].max(axis=1) > 0.25
+    assert confident.sum() >= 4, f"only {confident.sum()} confident anchors in the sample images"
+    box_error = np.abs(ours[:, :4] - reference[:, :4]).transpose(0, 2, 1)[confident]
+    scores = error_stats(ours[:, 4:], reference[:, 4:])
+    record_property(f"{name}_confident_box_abs_p99_px", float(np.percentile(box_error, 99)))
     record_property(f"{name}_score_abs_p99", scores["abs_p99"])
-    # Plausible, not accurate (mAP is the accuracy suite's job): boxes within a few pixels at p99,
-    # scores in [0, 1] and close to fp32's.
-    assert boxes["abs_p99"] < 16.0, f"{name}: p99 box error {boxes['abs_p99']:.1f} px vs fp32"
+    # Plausible, not accurate (mAP is the accuracy suite's job).
+    assert np.percentile(box_error, 99) < 4.0, f"{name}: p99 box error {np.percentile(box_error, 99):.1f} px vs fp32 on detected objects"
     assert ours[:, 4:].min() >= 0 and ours[:, 4:].max() <= 1
     assert scores["abs_p99"] < 0.1, f"{name}: p99 class-score error {scores['abs_p99']:.3f} vs fp32"
+
+
+def test_calibration_methods_choose_different_ranges(cache):
+    """ORT's quantize_static gives Entropy too few bins and it equals MinMax unless we calibrate ourselves."""
+    from onnx import numpy_helper
+
+    def scales(name: str) -> dict:
+        model = onnx.load(str(build(cache, name).path))
+        return {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if i.name.endswith("_scale")}
+
+    minmax, entropy = scales("int8-day+night-minmax-qint8-dyn-320"), scales("int8-day+night-entropy-qint8-dyn-320")
+    differ = [name for name in minmax if name in entropy and not np.array_equal(minmax[name], entropy[name])]
+    assert len(differ) > len(minmax) // 4, f"entropy calibration changed only {len(differ)} of {len(minmax)} scales vs minmax"
 
 
 def test_a_second_build_rebuilds_nothing(cache):

@@ -144,6 +144,11 @@ def to_int8(
         extra = {"CalibPercentile": percentile} if method == "percentile" else {}
         if activation == "qint8":
             extra.update(ActivationSymmetric=True, WeightSymmetric=True)
+        ranges = None
+        if method == "entropy":
+            ranges = Path(tmp) / "entropy_ranges.json"
+            _entropy_ranges(pre_path, reader, ranges, Path(tmp))
+            record["entropy_bins"] = ENTROPY_BINS
         quantize_static(
             str(pre_path),
             str(out_path),
@@ -156,8 +161,30 @@ def to_int8(
                               "percentile": CalibrationMethod.Percentile}[method],
             nodes_to_exclude=excluded,
             extra_options=extra,
+            calibration_cache_path=ranges,
         )
     return record
+
+
+# quantize_static hands the entropy calibrator 128 histogram bins for 128 quantized bins: the KL search
+# then has one candidate, the full range, and "entropy" silently equals MinMax (shared/PLATFORM.md).
+# ENTROPY_BINS gives it (ENTROPY_BINS - 128) / 2 thresholds to choose from.
+ENTROPY_BINS = 512
+
+
+def _entropy_ranges(model_path: Path, reader: CalibrationDataReader, out: Path, workdir: Path) -> None:
+    """Entropy (KL) ranges computed with enough bins, written as the calibration cache quantize_static
+    reads instead of calibrating again."""
+    from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator, save_tensors_data  # noqa: PLC0415
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry  # noqa: PLC0415
+
+    calibrator = create_calibrator(
+        model_path, sorted(set(QLinearOpsRegistry) | set(QDQRegistry)),
+        augmented_model_path=str(workdir / "augmented.onnx"), calibrate_method=CalibrationMethod.Entropy,
+        extra_options={"num_bins": ENTROPY_BINS, "num_quantized_bins": 128})
+    calibrator.collect_data(reader)
+    save_tensors_data(calibrator.compute_data(), out)
+    reader.rewind()
 
 
 class _Counting(CalibrationDataReader):

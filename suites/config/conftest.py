@@ -68,12 +68,10 @@ def judge():
 @pytest.fixture(scope="session")
 def triton_server(pytestconfig: pytest.Config, repository: Path):
     """Overrides the plugin's: nothing loaded at start (see the module docstring)."""
-    from harness.plugin import start_server
+    from harness.plugin import say, start_server
 
     server = start_server(pytestconfig, repository, load_models=())
-    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if terminal is not None:
-        terminal.write_line(f"\n[yts] {server.describe()} (config suite: models load one by one)")
+    say(pytestconfig, f"\n[yts] {server.describe()} (config suite: models load one by one)")
     yield server
     server.stop()
 

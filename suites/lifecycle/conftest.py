@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.plugin import start_server
+from harness.plugin import say, start_server
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("yts-lifecycle", "yolo-triton-suite lifecycle suite")
@@ -74,10 +74,7 @@ def deployment(pytestconfig, repository_source):
         lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=(model,),
                              extra_args=("--exit-timeout-secs=5",)),  # restarts: don't wait 30 s
         scratch, model, driver_class)
-    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if terminal is not None:
-        terminal.write_line(f"\n[yts lifecycle] model {model!r} with {driver_class.__name__}; "
-                            f"{deployment.server.describe()}")
+    say(pytestconfig, f"\n[yts lifecycle] model {model!r} with {driver_class.__name__}; {deployment.server.describe()}")
     yield deployment
     deployment.stop()
 
