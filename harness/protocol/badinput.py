@@ -141,6 +141,11 @@ def _image(data: bytes | Callable[[], bytes], **parameters) -> Callable[[ModelVi
     return lambda view: image_request(view, [data() if callable(data) else data], **parameters)
 
 
+def _thresholds(**parameters) -> Callable[[ModelView], Request | None]:
+    """A good image with these request parameters, for models that return detections."""
+    return lambda view: image_request(view, [sample_image()], **parameters) if view.detects else None
+
+
 def _length_prefix_lies(view: ModelView) -> Request:
     item = sample_image()
     data = struct.pack("<I", len(item) + 1000) + item
@@ -217,13 +222,13 @@ CATALOGUE: tuple[Case, ...] = (
          Handled("grayscale is converted to RGB: success"), "200 / OK"),
     Case("rgba_png", "image", _image(lambda: sample_image(fmt="PNG", mode="RGBA")),
          Handled("alpha is dropped: success"), "200 / OK"),
-    Case("negative_conf", "image", _image(sample_image, conf=-0.5), Rejected(r"conf"),
+    Case("negative_conf", "image", _thresholds(conf=-0.5), Rejected(r"conf"),
          "model-defined; toy: 400 request parameter conf=-0.5 must be a number in [0, 1]"),
-    Case("conf_not_a_number", "image", _image(sample_image, conf="high"), Rejected(r"conf"),
+    Case("conf_not_a_number", "image", _thresholds(conf="high"), Rejected(r"conf"),
          "model-defined; toy: 400 request parameter conf='high' must be a number in [0, 1]"),
-    Case("iou_above_one", "image", _image(sample_image, iou=1.5), Rejected(r"iou"),
+    Case("iou_above_one", "image", _thresholds(iou=1.5), Rejected(r"iou"),
          "model-defined; toy: 400 request parameter iou=1.5 must be a number in [0, 1]"),
-    Case("max_det_zero", "image", _image(sample_image, max_det=0), Rejected(r"max_det"),
+    Case("max_det_zero", "image", _thresholds(max_det=0), Rejected(r"max_det"),
          "model-defined; toy: 400 request parameter max_det=0 must be an integer in [1, MAX]"),
 )
 

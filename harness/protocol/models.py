@@ -43,6 +43,12 @@ class ModelView:
         return None
 
     @property
+    def detects(self) -> bool:
+        """Returns detection rows ([.., max_det, 6]): the model the detection thresholds are for (not a
+        preprocessing step that also takes image bytes)."""
+        return any(len(p.shape) >= 2 and p.shape[-1] == 6 for p in self.outputs)
+
+    @property
     def input(self) -> Port:
         return self.inputs[0]
 
