@@ -226,19 +226,35 @@ def _describe_server(config: pytest.Config, server) -> None:
                        triton_image=getattr(server, "image", None), **hostinfo.gpu_description())
 
 
-@pytest.fixture(scope="session")
-def http_client(triton_server):
+@contextlib.contextmanager
+def http_client_for(server):
     import tritonclient.http as httpclient
 
-    client = httpclient.InferenceServerClient(triton_server.endpoints.http, concurrency=4)
-    yield client
-    client.close()
+    client = httpclient.InferenceServerClient(server.endpoints.http, concurrency=4)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def grpc_client_for(server):
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(server.endpoints.grpc)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def http_client(triton_server):
+    with http_client_for(triton_server) as client:
+        yield client
 
 
 @pytest.fixture(scope="session")
 def grpc_client(triton_server):
-    import tritonclient.grpc as grpcclient
-
-    client = grpcclient.InferenceServerClient(triton_server.endpoints.grpc)
-    yield client
-    client.close()
+    with grpc_client_for(triton_server) as client:
+        yield client

@@ -114,3 +114,20 @@ def test_plan_profile_max_batch_is_checked():
     assert not compare_signature(config, _plan_signature(8), "yolo_trt", "1/model.plan")
     (finding,) = compare_signature(config, _plan_signature(4), "yolo_trt", "1/model.plan")
     assert "max_batch_size 8 is above the profile's max batch 4" in finding.message
+
+
+
+@pytest.mark.server
+def test_live_checks_keep_their_own_server_beside_other_suites():
+    """After a suite that opened the session's clients (letterbox's served property), the live checks
+    still talk to the config suite's server. They once shared the plugin's cached http_client: models
+    loaded on one server were inspected on the other, and yolo_onnx's failed load there left it unready."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "suites" / "letterbox" / "test_served.py"),
+         str(SUITE / "test_config_live.py"), "-q", "-p", "no:cacheprovider", "-rs"],
+        capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "not tested, because the server has no onnxruntime backend" in result.stdout, result.stdout[-2000:]

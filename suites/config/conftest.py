@@ -66,14 +66,31 @@ def judge():
 
 
 @pytest.fixture(scope="session")
-def triton_server(pytestconfig: pytest.Config, repository: Path):
-    """Overrides the plugin's: nothing loaded at start (see the module docstring)."""
+def live_server(pytestconfig: pytest.Config, repository: Path):
+    """Not the plugin's triton_server: nothing loaded at start (see the module docstring), and a name of
+    its own, so neither this server nor the session's clients leak into other suites of the same run."""
     from harness.plugin import say, start_server
 
     server = start_server(pytestconfig, repository, load_models=())
     say(pytestconfig, f"\n[yts] {server.describe()} (config suite: models load one by one)")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def live_http(live_server):
+    from harness.plugin import http_client_for
+
+    with http_client_for(live_server) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def live_grpc(live_server):
+    from harness.plugin import grpc_client_for
+
+    with grpc_client_for(live_server) as client:
+        yield client
 
 
 @pytest.fixture

@@ -8,19 +8,19 @@ from harness.checks.live import LoadFailed, check_live, ensure_loaded
 pytestmark = pytest.mark.server
 
 
-def test_live(entry, triton_server, http_client, grpc_client, record_additions):
+def test_live(entry, live_server, live_http, live_grpc, record_additions):
     if entry.config is None:
         pytest.skip("config.pbtxt missing or unreadable (the layout/schema checks report it)")
     refused = None
     try:
-        ensure_loaded(entry, http_client, can_load=triton_server.controls_repository, log_tail=triton_server.log_tail)
+        ensure_loaded(entry, live_http, can_load=live_server.controls_repository, log_tail=live_server.log_tail)
     except NotApplicable as reason:
         pytest.skip(str(reason))
     except LoadFailed as error:
         refused = str(error)
     if refused:
         pytest.fail(f"[live] {entry.name}: {refused}", pytrace=False)
-    result = check_live(entry, http_client, grpc_client)
+    result = check_live(entry, live_http, live_grpc)
     record_additions(result.additions)
     for note in result.notes:
         print(f"[live] {entry.name}: {note}")
