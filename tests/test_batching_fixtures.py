@@ -51,7 +51,9 @@ def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_pat
 @pytest.mark.parametrize("repo", sorted(BROKEN))
 def test_broken_repository_is_flagged(pytester, repo):
     check, words = BROKEN[repo]
-    result = run_suite(pytester, repo, "-k", "batches_form or batching_gain")
+    # The CPU default (0.8x) only catches batching that costs throughput; a CPU deployment that must gain
+    # from batching says so, as here (the toy detector amortizes a fixed per-execution cost: ~3x).
+    result = run_suite(pytester, repo, "-k", "batches_form or batching_gain", "--batching-gain-min", "1.5")
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, f"{repo} passed:\n{output[-3000:]}"
     result.stdout.fnmatch_lines([f"FAILED *::{check}*"])

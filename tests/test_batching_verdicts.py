@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.load.batching import (BatchProfile, config_verdicts, judge_batches, judge_gain, load_concurrency,
+from harness.load.batching import (BatchProfile, config_verdicts, default_gain_min, judge_batches, judge_gain, load_concurrency,
                                    write_unbatched_twin)
 from harness.paths import FIXTURES
-from harness.repository.config import read_config
+from harness.repository.config import parse_config, read_config
 from harness.repository.scratch import scratch_copy
 
 CASES = FIXTURES / "batching"
@@ -62,3 +62,11 @@ def test_unbatched_twin(tmp_path):
     original.ClearField("dynamic_batching")
     assert copy == original
     assert any("no dynamic_batching" in r for r in config_verdicts(read_config(repository / twin)))
+
+
+def test_default_gain_depends_on_the_instance_kind():
+    gpu = parse_config('name: "m" max_batch_size: 8 instance_group { kind: KIND_GPU count: 1 }')
+    cpu = parse_config('name: "m" max_batch_size: 8 instance_group { kind: KIND_CPU count: 1 }')
+    assert default_gain_min(gpu) == 1.5 and default_gain_min(cpu) == 0.8
+    assert judge_gain("m", 95, 100, default_gain_min(cpu)) == []  # the reference on 2 CPU cores: 0.95x
+    assert judge_gain("m", 95, 100, default_gain_min(gpu))

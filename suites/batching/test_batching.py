@@ -10,8 +10,8 @@ import math
 import pytest
 
 from harness.load import ClientSpec, run_load
-from harness.load.batching import (TWIN_SUFFIX, batch_profile, config_verdicts, judge_batches, judge_gain,
-                                   load_concurrency)
+from harness.load.batching import (TWIN_SUFFIX, batch_profile, config_verdicts, default_gain_min, judge_batches,
+                                   judge_gain, load_concurrency)
 from harness.load.benchjson import record, summary
 from harness.load.generator import search_latency_bound
 from harness.load.null_model import NAME as NULL_MODEL
@@ -60,7 +60,7 @@ def test_batching_gain(benchmark, bench, model):
     off, off_raw = bench.measure(model + TWIN_SUFFIX, concurrency)
     gain = on.throughput / off.throughput if off.throughput else math.inf
     p95_cost = on.latency_ms["p95"] / off.latency_ms["p95"] if off.latency_ms["p95"] else math.nan
-    minimum = bench.option("--batching-gain-min")
+    minimum = bench.option("--batching-gain-min") or default_gain_min(bench.configs[model])
     record(benchmark, on, gain=round(gain, 3), p95_cost=round(p95_cost, 3), gain_min=minimum,
            batching_on=summary(on), batching_off=summary(off), raw=[str(on_raw), str(off_raw)])
     problems = judge_gain(model, on.throughput, off.throughput, minimum)
