@@ -10,23 +10,13 @@ import io
 
 import numpy as np
 
-from harness.metrics.coco import Detections
+from harness.metrics.coco import Detections, results_array
 
 ALL = "all"
 
 
 def input_scale(image: dict, imgsz: int) -> float:
     return min(imgsz / image["height"], imgsz / image["width"])
-
-
-def _results(ground_truth: dict, detections: list[Detections]) -> np.ndarray:
-    category_ids = sorted(c["id"] for c in ground_truth["categories"])
-    rows = []
-    for det in detections:
-        boxes = np.asarray(det.boxes, dtype=np.float64).reshape(-1, 4)
-        for (x1, y1, x2, y2), score, cls in zip(boxes, np.asarray(det.scores).reshape(-1), np.asarray(det.classes).reshape(-1)):
-            rows.append([det.image_id, x1, y1, x2 - x1, y2 - y1, float(score), category_ids[int(cls)]])
-    return np.asarray(rows, dtype=np.float64).reshape(-1, 7)
 
 
 def _scaled(ground_truth: dict, imgsz: int) -> dict:
@@ -50,7 +40,7 @@ def evaluate(ground_truth: dict, detections: list[Detections], *, imgsz: int, sm
 
     gt_data = _scaled(ground_truth, imgsz)
     scales = {i["id"]: input_scale(i, imgsz) for i in ground_truth["images"]}
-    results = _results(ground_truth, detections)
+    results = results_array(ground_truth, detections)
     by_slice: dict[str, list[int]] = {ALL: [i["id"] for i in ground_truth["images"]]}
     for image in ground_truth["images"]:
         if slice_key in image:

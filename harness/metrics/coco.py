@@ -42,18 +42,24 @@ def _evaluate(ground_truth: dict, results: np.ndarray, image_ids: list[int]) -> 
     return {"mAP50_95": max(float(evaluator.stats[0]), 0.0), "mAP50": max(float(evaluator.stats[1]), 0.0), "images": len(image_ids)}
 
 
-def coco_map(ground_truth: dict, detections: list[Detections], slice_key: str = "slice") -> dict[str, dict]:
-    """{"all": {...}, "<slice>": {...}} for every slice named in the images' `slice_key` field."""
-    ground_truth = dict(ground_truth)
-    ground_truth.setdefault("info", {})
-    ground_truth.setdefault("licenses", [])
+def results_array(ground_truth: dict, detections: list[Detections]) -> np.ndarray:
+    """pycocotools' loadRes rows [image_id, x, y, w, h, score, category_id]; class index i is the i-th
+    category id in ascending order."""
     category_ids = sorted(c["id"] for c in ground_truth["categories"])
     rows = []
     for det in detections:
         boxes = np.asarray(det.boxes, dtype=np.float64).reshape(-1, 4)
         for (x1, y1, x2, y2), score, cls in zip(boxes, np.asarray(det.scores).reshape(-1), np.asarray(det.classes).reshape(-1)):
             rows.append([det.image_id, x1, y1, x2 - x1, y2 - y1, float(score), category_ids[int(cls)]])
-    results = np.asarray(rows, dtype=np.float64).reshape(-1, 7)
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 7)
+
+
+def coco_map(ground_truth: dict, detections: list[Detections], slice_key: str = "slice") -> dict[str, dict]:
+    """{"all": {...}, "<slice>": {...}} for every slice named in the images' `slice_key` field."""
+    ground_truth = dict(ground_truth)
+    ground_truth.setdefault("info", {})
+    ground_truth.setdefault("licenses", [])
+    results = results_array(ground_truth, detections)
     by_slice: dict[str, list[int]] = {}
     for image in ground_truth["images"]:
         by_slice.setdefault(image.get(slice_key, "all"), []).append(image["id"])

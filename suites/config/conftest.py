@@ -78,19 +78,12 @@ def live_server(pytestconfig: pytest.Config, repository: Path):
 
 
 @pytest.fixture(scope="session")
-def live_http(live_server):
-    from harness.plugin import http_client_for
+def live_clients(live_server):
+    """(HTTP, gRPC) clients of the live server."""
+    from harness.plugin import grpc_client_for, http_client_for
 
-    with http_client_for(live_server) as client:
-        yield client
-
-
-@pytest.fixture(scope="session")
-def live_grpc(live_server):
-    from harness.plugin import grpc_client_for
-
-    with grpc_client_for(live_server) as client:
-        yield client
+    with http_client_for(live_server) as http, grpc_client_for(live_server) as grpc:
+        yield http, grpc
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ from harness.checks.live import LoadFailed, check_live, ensure_loaded
 pytestmark = pytest.mark.server
 
 
-def test_live(entry, live_server, live_http, live_grpc, record_additions):
+def test_live(entry, live_server, live_clients, record_additions):
+    live_http, live_grpc = live_clients
     if entry.config is None:
         pytest.skip("config.pbtxt missing or unreadable (the layout/schema checks report it)")
     refused = None
