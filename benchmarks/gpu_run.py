@@ -189,6 +189,7 @@ class Context:
         self.engine_model: Path | None = None  # the FP32 ONNX the served models run
         self.best_e2e = 0.0
         self.load_points: dict[str, dict] = {}
+        self.evalset = None  # the EvalSet of the accuracy stage
 
 
 def stage_build(ctx: Context) -> dict:
@@ -326,7 +327,7 @@ def stage_accuracy(ctx: Context) -> dict:
 
     if ctx.server is None:
         raise RuntimeError("no server")
-    evalset = EvalSet(EVAL_DIR, images_per_slice=max(1, ctx.args.images // 2))
+    evalset = ctx.evalset = EvalSet(EVAL_DIR, images_per_slice=max(1, ctx.args.images // 2))
     images = evalset.images[: ctx.args.images]
     client = grpcclient.InferenceServerClient(ctx.grpc)
     out: dict = {"model": "yolo_e2e", "engine": "torch fp16 (KIND_GPU)" if ctx.args.device == "gpu" else "onnxruntime fp32 (KIND_CPU)",
@@ -347,12 +348,37 @@ def stage_accuracy(ctx: Context) -> dict:
                      "boxes_iou50": _box_stats(reference, served)["iou50"]}
         entry["served_seconds_sequential"] = round(seconds, 3)
         out[label] = entry
+    if ctx.args.device == "gpu":
+        out["same_engine"] = _same_engine(ctx, client, images)
     client.close()
     crit = out["default_thresholds"]
     out["verdict"] = ("box-for-box equal (CPU criterion met on every image)" if crit["images_passing_cpu_criterion"] == crit["images"]
                       else f"{crit['images_passing_cpu_criterion']}/{crit['images']} images meet the CPU criterion; "
                            f"matched at IoU>=0.99: {crit['iou99']['matched']:.3f}, at 0.5: {crit['iou50']['matched']:.3f}; "
                            f"max score delta {crit['score_delta']['max']}, max coord delta {crit['box_coord_delta_px']['max']} px")
+    return out
+
+
+def _same_engine(ctx: Context, client, images) -> dict:
+    """Issue 4's GPU criterion: the served yolo_e2e against a local pipeline with the same letterbox, the
+    same engine (TorchEngine FP16 on this GPU, as the KIND_GPU instance runs it) and the same NMS. Requests
+    go one at a time, so the server executes batch 1 like the local run (FP16 kernels differ by batch)."""
+    from harness.engines import open_engine
+    from harness.vision.pipeline import DetectionPipeline
+
+    engine = open_engine(ctx.engine_model, runtime="torch", device="cuda:0", precision="fp16")
+    pipeline = DetectionPipeline(imgsz=ctx.args.imgsz, conf=0.25, iou=0.7, max_det=300)
+    served, reference = {}, {}
+    for image in images:
+        blob = image.encoded()
+        served[image.id] = _detect(client, "yolo_e2e", blob)
+        batch, metas = pipeline.preprocess([blob])
+        raw = engine.infer({"images": batch})["output0"]
+        detections, num = pipeline.postprocess(raw, metas)
+        reference[image.id] = detections[0, : int(num[0])].astype(np.float64)
+    out = _box_stats(reference, served)
+    out["reference"] = "DetectionPipeline + TorchEngine fp16 cuda:0, batch 1, conf 0.25"
+    out["served_mAP"], out["local_mAP"] = _coco(ctx.evalset, served), _coco(ctx.evalset, reference)
     return out
 
 

@@ -9,6 +9,7 @@ COMMANDS = [
     "harness.dataset.cli",
     "harness.training",
     "harness.engines.cli",
+    "harness.reference.cli",
     "harness.report.certify",
 ]
 

@@ -18,6 +18,7 @@ BROKEN = {  # fixture repository -> (check that must fail, words its message mus
     "max_batch_size_1": ("test_batches_form", "max_batch_size is 1"),
     "queue_delay_zero": ("test_batches_form", "never waits for a preferred batch to fill"),
     "execute_loops": ("test_batching_gain", "does execute() loop over requests one by one?"),
+    "short_circuit_under_load": ("test_performance_audit", "differ from the sequential answers to the same inputs"),
 }
 
 
@@ -30,7 +31,7 @@ def test_plain_run_skips_with_reason(pytester):
     result = pytester.runpytest_subprocess(str(SUITE), "--repo", str(FIXTURES / "batching" / "batched"), "-rs")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*run with `pytest --benchmark-only`*"])
-    assert result.parseoutcomes().get("skipped") == 5
+    assert result.parseoutcomes().get("skipped") == 6
 
 
 def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_path):
@@ -38,8 +39,10 @@ def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_pat
     result = run_suite(pytester, "batched", f"--benchmark-json={out}", f"--report-dir={tmp_path}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-4000:]
     benches = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
-    assert set(benches) == {"test_batches_form[detector]", "test_batching_gain[detector]",
+    assert set(benches) == {"test_batches_form[detector]", "test_batching_gain[detector]", "test_performance_audit[detector]",
                             "test_concurrency_sweep[detector]", "test_generator_fidelity", "test_harness_overhead"}
+    audit = benches["test_performance_audit[detector]"]["extra_info"]["audit"]
+    assert audit["sampled"] >= 16 and audit["mismatches"] == 0, audit
     form = benches["test_batches_form[detector]"]["extra_info"]
     assert form["batch"]["average_batch"] > 1 and set(form["latency_ms"]) >= {"p50", "p90", "p95", "p99"}
     assert "stable" in form and benches["test_batches_form[detector]"]["stats"]["rounds"] == form["completed"]
@@ -53,7 +56,7 @@ def test_broken_repository_is_flagged(pytester, repo):
     check, words = BROKEN[repo]
     # The CPU default (0.8x) only catches batching that costs throughput; a CPU deployment that must gain
     # from batching says so, as here (the toy detector amortizes a fixed per-execution cost: ~3x).
-    result = run_suite(pytester, repo, "-k", "batches_form or batching_gain", "--batching-gain-min", "1.5")
+    result = run_suite(pytester, repo, "-k", "batches_form or batching_gain or performance_audit", "--batching-gain-min", "1.5")
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, f"{repo} passed:\n{output[-3000:]}"
     result.stdout.fnmatch_lines([f"FAILED *::{check}*"])

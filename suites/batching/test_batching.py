@@ -67,6 +67,31 @@ def test_batching_gain(benchmark, bench, model):
     assert not problems, "\n".join(problems) + f" (p95 {on.latency_ms['p95']:.1f} vs {off.latency_ms['p95']:.1f} ms)"
 
 
+def test_performance_audit(benchmark, bench, model):
+    """MLPerf TEST01: answers sampled under load equal the sequential answers to the same inputs."""
+    from harness.engines.artifacts import EVAL_SET
+    from harness.load.audit import audit_inputs, run_audit
+    from harness.protocol.models import discover
+
+    bench.require_ready(model)
+    server = bench.start()
+    view = next(v for v in discover(server.endpoints.http) if v.name == model)
+    if view.role is None:
+        pytest.skip(f"{model}: not one tensor or image input; the audit does not know what to send")
+    opt = bench.option
+    result = run_audit(server.endpoints, view, audit_inputs(view, opt("--batching-audit-inputs"), EVAL_SET / "images"),
+                       clients=_concurrency(bench, model), rounds=opt("--batching-audit-rounds"),
+                       sample=opt("--batching-audit-sample"), atol=opt("--batching-audit-atol"), rtol=1e-3)
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    benchmark.extra_info.update(audit=result.to_dict(), first_mismatches=result.mismatches[:5])
+    assert result.failed_under_load == 0, f"{model}: {result.failed_under_load} audit requests failed under load"
+    assert result.sampled > 0, f"{model}: no answer under load was sampled"
+    assert not result.mismatches, (
+        f"{model}: {len(result.mismatches)} of {result.sampled} answers sampled under load differ from the sequential "
+        "answers to the same inputs (cached, short-circuited or mixed-up responses under load):\n  "
+        + "\n  ".join(result.mismatches[:5]))
+
+
 def test_concurrency_sweep(benchmark, bench, model):
     """perf_analyzer's concurrency range (powers of two up to 2 × preferred size); every request answered."""
     top = _concurrency(bench, model)
