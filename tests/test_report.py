@@ -77,3 +77,50 @@ def test_html_renders_in_headless_chromium(certified_run, tmp_path):
     subprocess.run([*common, "--window-size=1200,1600", f"--screenshot={shot}", page.as_uri()],
                    capture_output=True, timeout=120)
     assert shot.stat().st_size > 10_000, "chromium rendered an (almost) empty page"
+
+
+def test_not_applicable_checks_are_not_judged(pytester):
+    """A skip through harness.verdicts.not_applicable is reported as such and does not deny certification."""
+    pytester.makepyfile(test_na="""
+        from harness.verdicts import not_applicable
+
+        def test_ensemble_bindings():
+            not_applicable("an ensemble has no model file")
+
+        def test_passes():
+            assert True
+    """)
+    report_dir = pytester.path / "report"
+    pytester.runpytest_subprocess(f"--report-dir={report_dir}", "-p", "no:cacheprovider")
+    report = json.loads((report_dir / "report.json").read_text())
+    verdicts = {c["id"].split("::")[-1]: (c["verdict"], c["message"]) for c in report["checks"]}
+    assert verdicts["test_ensemble_bindings"] == ("not applicable", "not applicable: an ensemble has no model file")
+    assert gate.judge(report, {"required": ["*"], "allowed_not_tested": []}).certified
+
+
+def _certify_repo(repo: Path, report_dir: Path, suites: str, *pytest_args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "harness.cli", "certify", "--repo", str(repo), "--suites", suites,
+               "--report-dir", str(report_dir), "--", "-p", "no:randomly", *pytest_args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def _broken_repositories():
+    from test_config_suite import BROKEN as CONFIG
+    from test_protocol_fixtures import BROKEN as PROTOCOL
+
+    cases = [pytest.param("config", name, check, ("-m", "not server"), id=f"config-{name}")
+             for name, (check, _) in sorted(CONFIG.items())]
+    cases += [pytest.param("protocol", name, failing[0].split("[")[0], ("-k", selection), id=f"protocol-{name}",
+                           marks=pytest.mark.server)
+              for name, (selection, failing, _) in sorted(PROTOCOL.items())]
+    return cases
+
+
+@pytest.mark.parametrize("suite, fixture, check, selection", _broken_repositories())
+def test_broken_repository_is_not_certified_and_the_verdict_names_it(tmp_path, suite, fixture, check, selection):
+    """Issue 11: every broken repository of fixtures/config and fixtures/protocol, through `yts certify`."""
+    result = _certify_repo(ROOT / "fixtures" / suite / fixture, tmp_path / "report", suite, *selection)
+    assert result.returncode != 0, f"{fixture} was certified:\n{result.stdout[-3000:]}"
+    line = next((l for l in result.stdout.splitlines() if l.startswith("NOT CERTIFIED")), None)
+    assert line is not None, result.stdout[-3000:]
+    assert check in line, f"the verdict does not name {check} for {fixture}: {line}"

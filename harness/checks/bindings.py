@@ -44,11 +44,11 @@ def read_model_signature(path: Path) -> Signature:
     from harness.engines.base import EngineUnavailable
 
     if path.suffix not in (".onnx", ".plan", ".engine"):
-        raise NotApplicable(f"{path.name}: no signature reader for this model format (ONNX and TensorRT plans only)")
+        raise NotApplicable(f"not tested, because {path.name} has no signature reader (ONNX and TensorRT plans only)")
     try:
         return read_signature(path)
     except EngineUnavailable as error:
-        raise NotApplicable(f"{path.name} not read: {error}") from error
+        raise NotApplicable(f"not tested, because {path.name} could not be read: {error}") from error
 
 
 def config_shape(config: ModelConfig, tensor) -> tuple[int, ...]:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.verdicts import NOT_APPLICABLE
+
 REPORT_NAME = "report.json"
 
 
@@ -45,8 +47,12 @@ class ReportCollector:
         entry["values"].update({k: _plain(v) for k, v in report.user_properties})
         if report.skipped:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-            entry["verdict"] = "not tested"
-            entry["message"] = "not tested, because " + reason.removeprefix("Skipped: ")
+            reason = reason.removeprefix("Skipped: ")
+            if reason.startswith(NOT_APPLICABLE):
+                entry["verdict"], entry["message"] = "not applicable", reason
+            else:
+                entry["verdict"] = "not tested"
+                entry["message"] = reason if reason.startswith("not tested") else "not tested, because " + reason
         elif report.failed:
             entry["verdict"] = "failed" if report.when == "call" else "error"
             entry["message"] = _headline(report)

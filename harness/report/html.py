@@ -35,7 +35,7 @@ def verdict_plot(checks: list[dict]) -> str:
     suites = sorted(counts)
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.4 * len(suites)))
     left = [0] * len(suites)
-    for verdict, colour in (("passed", "#2e7d32"), ("failed", "#c62828"), ("error", "#6a1b9a"), ("not tested", "#f9a825")):
+    for verdict, colour in (("passed", "#2e7d32"), ("failed", "#c62828"), ("error", "#6a1b9a"), ("not tested", "#f9a825"), ("not applicable", "#9e9e9e")):
         values = [counts[s][verdict] for s in suites]
         ax.barh(suites, values, left=left, color=colour, label=verdict)
         left = [a + b for a, b in zip(left, values)]

@@ -11,6 +11,7 @@ from harness.accuracy.coverage import coverage_failures, coverage_report, read_s
 from harness.accuracy.tensors import table
 
 from harness.accuracy.summary import record, verdict as _verdict
+from harness.verdicts import not_applicable
 
 pytestmark = pytest.mark.accuracy
 
@@ -23,7 +24,7 @@ def test_tensors(candidate, reference_run, accuracy_runs, pytestconfig):
     """Raw outputs within the precision's tolerances (Polygraphy-style statistics, per output view)."""
     spec, cand, run = candidate
     if cand.kind != "raw":
-        pytest.skip(f"{spec.name}: end-to-end, no raw tensors (judged by boxes and mAP)")
+        not_applicable(f"{spec.name}: end-to-end, no raw tensors (judged by boxes and mAP)")
     judge_as = accuracy_runs.judge_as(spec, cand)
     stats, failures = judge.tensor_level(reference_run, run, accuracy_runs.profile, judge_as)
     if failures:
@@ -72,7 +73,7 @@ def test_calibration_coverage(candidate_spec, accuracy_runs, pytestconfig):
     """An INT8 candidate built by the harness was calibrated on every slice of the evaluation set."""
     spec, cand = candidate_spec, accuracy_runs.build(candidate_spec)
     if cand.precision != "int8":
-        pytest.skip(f"{spec.name}: {cand.precision}, not INT8")
+        not_applicable(f"{spec.name}: {cand.precision}, not INT8")
     calibration = read_sidecar(cand.artifact) if cand.artifact else None
     if calibration is None:
         pytest.skip(f"{spec.name}: no calibration.json beside {cand.artifact} (not built by the harness)")
@@ -89,7 +90,7 @@ def test_end_to_end_matches_local_run(candidate, accuracy_runs, pytestconfig, re
     tolerance: what differs is its pre/post-processing or transport, not precision."""
     spec, cand, run = candidate
     if cand.kind != "e2e":
-        pytest.skip(f"{spec.name}: raw-tensor candidate (served ones: test_served_tensors_match_local_run)")
+        not_applicable(f"{spec.name}: raw-tensor candidate (served ones: test_served_tensors_match_local_run)")
     local = accuracy_runs.local_twin(cand)
     report, failures = judge.box_level(local, run, accuracy_runs.profile, "fp32")
     if failures:
@@ -104,7 +105,7 @@ def test_served_tensors_match_local_run(candidate, accuracy_runs, pytestconfig):
     """A served raw-tensor model returns what ONNX Runtime computes locally from the same file."""
     spec, cand, run = candidate
     if cand.kind != "raw" or cand.origin != "served":
-        pytest.skip(f"{spec.name}: not a served raw-tensor model")
+        not_applicable(f"{spec.name}: not a served raw-tensor model")
     local = accuracy_runs.local_twin(cand)
     stats, failures = judge.tensor_level(local, run, accuracy_runs.profile, "fp32")
     if failures:

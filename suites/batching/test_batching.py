@@ -19,6 +19,7 @@ from harness.load.plot import plot_sweep
 from harness.load.results import write_raw
 from harness.load.server_stats import split
 from harness.load.wrk import WrkUnavailable, fidelity_ratio, run_wrk, wrk_binary
+from harness.verdicts import not_applicable
 
 pytestmark = [pytest.mark.batching, pytest.mark.server]
 
@@ -30,7 +31,7 @@ HEADROOM = 1.2
 def _can_batch(bench, model):
     reasons = config_verdicts(bench.configs[model])
     if reasons:
-        pytest.skip("not batching (see test_batches_form): " + "; ".join(reasons))
+        not_applicable("not batching (see test_batches_form): " + "; ".join(reasons))
 
 
 def _concurrency(bench, model):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.checks import NotApplicable, format_findings, list_models, load_entry
+from harness.verdicts import not_applicable
 
 ADDITIONS = pytest.StashKey[dict]()
 
@@ -54,7 +55,9 @@ def _judge(check, *args):
     try:
         findings = check(*args)
     except NotApplicable as reason:
-        pytest.skip(str(reason))
+        if str(reason).startswith("not tested"):
+            pytest.skip(str(reason))
+        not_applicable(str(reason))
     if findings:
         pytest.fail(format_findings(findings), pytrace=False)
 

@@ -29,6 +29,7 @@ from harness.dataset.single import BACKGROUNDS, ENCODINGS, ObjectScene, encode, 
 from harness.hypothesis_profiles import ENV_VAR
 from harness.vision.letterbox import LETTERBOX, LetterboxMeta
 from harness.vision.served import EndToEndClient, end_to_end_models
+from harness.verdicts import not_applicable
 
 pytestmark = pytest.mark.server
 
@@ -107,8 +108,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def e2e_model(request: pytest.FixtureRequest, e2e_name):
     if e2e_name is None:
-        pytest.skip(f"not tested, because {_repository_at_collection(request.config)} has no end-to-end model "
-                    "(one TYPE_STRING/BYTES image input and an FP32 [..., 6] detections output)")
+        not_applicable(f"{_repository_at_collection(request.config)} has no end-to-end model "
+                       "(one TYPE_STRING/BYTES image input and an FP32 [..., 6] detections output)")
     repository = request.getfixturevalue("repository")
     model = next((m for m in end_to_end_models(repository) if m.name == e2e_name), None)
     if model is None:

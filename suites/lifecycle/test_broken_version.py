@@ -15,6 +15,7 @@ import pytest
 from harness.lifecycle import checks
 from harness.lifecycle.scenario import under_traffic
 from harness.paths import FIXTURES
+from harness.verdicts import not_applicable
 
 pytestmark = [pytest.mark.lifecycle, pytest.mark.server]
 
@@ -33,7 +34,7 @@ def test_broken_version_under_traffic(deployment, lifecycle_settings, report, fi
     s = lifecycle_settings
     broken = _load(fixture)
     if reason := broken.applies(deployment.config):
-        pytest.skip(f"{fixture.stem}: {reason}")
+        not_applicable(f"{fixture.stem}: {reason}")
     driver = deployment.driver()
     old = max(deployment.ready_versions(), key=int)
     version = driver.add_version()

@@ -8,6 +8,7 @@ import requests
 
 from harness.protocol.badinput import CATALOGUE, Handled
 from harness.protocol.wire import send
+from harness.verdicts import not_applicable
 
 
 def still_serving(server, view, protocol: str, after: str) -> str | None:
@@ -28,10 +29,10 @@ def test_bad_input(case, protocol, triton_server, models_by_role, record_propert
     record_property("bad_input_kind", case.name)
     record_property("protocol", protocol)
     if protocol not in case.protocols:
-        pytest.skip(f"{case.name} has no {protocol} form")
+        not_applicable(f"{case.name} has no {protocol} form")
     views = models_by_role[case.role]
     if not views:
-        pytest.skip(f"the repository serves no {case.role} model")
+        not_applicable(f"the repository serves no {case.role} model")
     problems, judged = [], 0
     for view in views:
         request = case.build(view)
@@ -51,5 +52,5 @@ def test_bad_input(case, protocol, triton_server, models_by_role, record_propert
         if broken:
             problems.append(f"{view.name}: {broken}")
     if not judged:
-        pytest.skip(f"{case.name} does not apply to {[v.name for v in views]} (e.g. no fixed dim, no batching)")
+        not_applicable(f"{case.name} does not apply to {[v.name for v in views]} (e.g. no fixed dim, no batching)")
     assert not problems, f"Triton 2.51 itself answers: {case.triton_answer}\n" + "\n".join(problems)

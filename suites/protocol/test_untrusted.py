@@ -13,6 +13,7 @@ import pytest
 from harness.protocol.untrusted import UntrustedCodeWarning, warn_if_host_executes
 from harness.repository.paths import validate_paths
 from harness.servers.container import MOUNT_POINT
+from harness.verdicts import not_applicable
 
 
 def test_repository_paths_stay_inside_root(repository_source):
@@ -22,7 +23,7 @@ def test_repository_paths_stay_inside_root(repository_source):
 
 def test_process_mode_warns_model_code_runs_on_host(triton_server):
     if triton_server.kind != "process":
-        pytest.skip(f"{triton_server.kind} launcher: model code does not run in the harness's process tree")
+        not_applicable(f"{triton_server.kind} launcher: model code does not run in the harness's process tree")
     with pytest.warns(UntrustedCodeWarning, match="runs on this host"):
         warn_if_host_executes(triton_server)
 
