@@ -39,9 +39,13 @@ class EvalSet:
     def __post_init__(self):
         self.directory = Path(self.directory)
         annotations = self.directory / "annotations.json"
-        if not annotations.exists():
-            raise FileNotFoundError(f"{annotations} not found: the eval set needs COCO annotations with a per-image {self.slice_key!r}")
-        coco = json.loads(annotations.read_text())
+        if annotations.exists():
+            coco = json.loads(annotations.read_text())
+        elif (self.directory / "labels").is_dir():
+            coco = coco_from_yolo(self.directory, self.slice_key)
+        else:
+            raise FileNotFoundError(f"{self.directory}: neither COCO annotations.json (per-image {self.slice_key!r} optional) "
+                                    "nor YOLO images/ + labels/ found")
         by_slice: dict[str, list[dict]] = {}
         for image in coco["images"]:
             by_slice.setdefault(image.get(self.slice_key, "unlabelled"), []).append(image)
@@ -76,3 +80,49 @@ class EvalSet:
         for image in self.images:
             counts[image.slice] = counts.get(image.slice, 0) + 1
         return f"{self.directory.name}: {len(self.images)} images ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}), {len(self.coco['annotations'])} objects"
+
+
+def coco_from_yolo(directory: Path, slice_key: str = "slice") -> dict:
+    """A YOLO-format set (images/, labels/NAME.txt rows "class cx cy w h" normalised, optional classes.txt
+    with one name per line, optional SLICE.txt lists of image paths) as the COCO dict EvalSet reads."""
+    from PIL import Image
+
+    directory = Path(directory)
+    images_dir = directory / "images"
+    files = sorted(p for p in images_dir.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp"))
+    if not files:
+        raise FileNotFoundError(f"{images_dir}: no images")
+    slices = {}
+    for listing in sorted(directory.glob("*.txt")):
+        if listing.name == "classes.txt":
+            continue
+        for line in listing.read_text().split():
+            slices[Path(line).name] = listing.stem
+    images, annotations, classes = [], [], set()
+    for image_id, path in enumerate(files, start=1):
+        with Image.open(path) as image:
+            width, height = image.size
+        entry = {"id": image_id, "file_name": path.name, "width": width, "height": height}
+        if path.name in slices:
+            entry[slice_key] = slices[path.name]
+        images.append(entry)
+        label = directory / "labels" / f"{path.stem}.txt"
+        for row in (label.read_text().splitlines() if label.exists() else []):
+            if not row.strip():
+                continue
+            cls, cx, cy, w, h = row.split()[:5]
+            bw, bh = float(w) * width, float(h) * height
+            box = [float(cx) * width - bw / 2, float(cy) * height - bh / 2, bw, bh]
+            classes.add(int(cls))
+            annotations.append({"id": len(annotations) + 1, "image_id": image_id, "category_id": int(cls),
+                                "bbox": box, "area": bw * bh, "iscrowd": 0})
+    names = _class_names(directory)
+    count = max(max(classes, default=-1) + 1, len(names))
+    categories = [{"id": i, "name": names[i] if i < len(names) else f"class{i}"} for i in range(count)]
+    return {"info": {"source": f"YOLO labels in {directory}"}, "images": images, "annotations": annotations,
+            "categories": categories}
+
+
+def _class_names(directory: Path) -> list[str]:
+    names = directory / "classes.txt"
+    return [line.strip() for line in names.read_text().splitlines() if line.strip()] if names.exists() else []

@@ -21,6 +21,10 @@ def pytest_command(args) -> list[str]:
                "--rootdir", str(PROJECT_ROOT), f"--repo={Path(args.repo).resolve()}",
                f"--report-dir={report_dir}", f"--certify-profile={args.profile}",
                f"--junitxml={report_dir / 'junit.xml'}", f"--triton={args.triton}", "-q"]
+    if args.eval_set:
+        command.append(f"--eval-set={Path(args.eval_set).resolve()}")
+    if args.reference:
+        command.append(f"--accuracy-reference={Path(args.reference).resolve()}")
     if args.triton_image:
         command.append(f"--triton-image={args.triton_image}")
     if args.triton_url:
@@ -45,6 +49,8 @@ def register(subparsers) -> None:
     parser.add_argument("--report-dir", default="reports/latest", help="where report.json/html and junit.xml go")
     parser.add_argument("--profile", default="certified", help="certification profile: name in harness/report/profiles or a .toml path")
     parser.add_argument("--suites", nargs="*", choices=SUITES, help="a subset of the suites (default: all)")
+    parser.add_argument("--eval-set", help="labelled evaluation set (COCO annotations.json or YOLO images/ + labels/)")
+    parser.add_argument("--reference", help="the FP32 ONNX your deployment was built from (the accuracy suite's reference)")
     parser.add_argument("--triton", default="process", choices=("auto", "process", "container", "url"))
     parser.add_argument("--triton-image")
     parser.add_argument("--triton-url")

@@ -25,6 +25,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("yts-accuracy", "yolo-triton-suite accuracy suite")
     group.addoption("--accuracy-candidate", action="append", default=[], metavar="SPEC",
                     help="candidate to judge instead of the default list: variant:NAME, served:MODEL or a .toml file")
+    group.addoption("--eval-set", type=Path, default=None, metavar="DIR",
+                    help="labelled evaluation set: COCO annotations.json (per-image \"slice\" optional) or YOLO "
+                         "images/ + labels/ (+ classes.txt, SLICE.txt lists); default fixtures/shapes_eval")
     group.addoption("--accuracy-reference", type=Path, default=None, metavar="ONNX",
                     help="FP32 reference model (default reference_model/yolov8n_shapes.onnx, else $YTS_DEV_MODEL)")
 
@@ -90,13 +93,15 @@ def reference_model(pytestconfig) -> Path:
 
 
 @pytest.fixture(scope="session")
-def eval_set(accuracy_profile):
+def eval_set(pytestconfig, accuracy_profile):
     from harness.accuracy.evalset import EvalSet
     from harness.engines.artifacts import EVAL_SET
 
-    if not (EVAL_SET / "annotations.json").exists():
-        pytest.skip(f"evaluation set {EVAL_SET} not committed yet")
-    return EvalSet(EVAL_SET, accuracy_profile.eval["images_per_slice"])
+    directory = pytestconfig.getoption("--eval-set") or EVAL_SET
+    try:
+        return EvalSet(directory, accuracy_profile.eval["images_per_slice"])
+    except FileNotFoundError as error:
+        raise pytest.UsageError(f"--eval-set: {error}") from error
 
 
 @pytest.fixture(scope="session")

@@ -20,9 +20,14 @@ from harness.repository.config import CONFIG_NAME, read_config
 HERE = Path(__file__).parent
 
 
+def measuring(config: pytest.Config) -> bool:
+    """`--benchmark-only`, or a certification run: its verdict needs the batching checks and the audit."""
+    return bool(config.getoption("benchmark_only") or config.getoption("--certify-profile"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("benchmark_only") or config.getoption("--certify-profile"):
-        return  # a certification run measures too: its verdict needs the batching checks and the audit
+    if measuring(config):
+        return
     skip = pytest.mark.skip(reason="batching benchmarks run with `pytest --benchmark-only` or a certification run "
                                    "(they measure for minutes)")
     for item in items:
@@ -53,7 +58,7 @@ def _source(config: pytest.Config) -> Path:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "model" in metafunc.fixturenames:
-        models = models_under_test(metafunc.config) if metafunc.config.getoption("benchmark_only") else ["all"]
+        models = models_under_test(metafunc.config) if measuring(metafunc.config) else ["all"]
         metafunc.parametrize("model", models)
 
 
