@@ -60,11 +60,11 @@ def test_models_without_encoded_input_or_detections_are_not_end_to_end(tiny_repo
 
 
 # -- skips --------------------------------------------------------------------------------------
-def test_repository_without_end_to_end_model_is_skipped_saying_why(pytester, tiny_repository):
+def test_repository_without_end_to_end_model_is_not_applicable_saying_why(pytester, tiny_repository):
     result = run_served(pytester, f"--repo={tiny_repository}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
     assert result.parseoutcomes().get("skipped") == 1
-    result.stdout.fnmatch_lines(["*not tested, because * has no end-to-end model (one TYPE_STRING/BYTES image input*"])
+    result.stdout.fnmatch_lines(["*not applicable: * has no end-to-end model (one TYPE_STRING/BYTES image input*"])
 
 
 def test_end_to_end_model_without_input_size_is_skipped_saying_why(pytester):
