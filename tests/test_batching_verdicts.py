@@ -67,6 +67,6 @@ def test_unbatched_twin(tmp_path):
 def test_default_gain_depends_on_the_instance_kind():
     gpu = parse_config('name: "m" max_batch_size: 8 instance_group { kind: KIND_GPU count: 1 }')
     cpu = parse_config('name: "m" max_batch_size: 8 instance_group { kind: KIND_CPU count: 1 }')
-    assert default_gain_min(gpu) == 1.5 and default_gain_min(cpu) == 0.8
+    assert default_gain_min(gpu) == 1.5 and default_gain_min(cpu) == 0.7
     assert judge_gain("m", 95, 100, default_gain_min(cpu)) == []  # the reference on 2 CPU cores: 0.95x
     assert judge_gain("m", 95, 100, default_gain_min(gpu))

@@ -129,9 +129,10 @@ class BatchingBench:
         finally:
             client.close()
 
-    def measure(self, model: str, concurrency: int, protocol: str | None = None) -> tuple[LoadResult, Path]:
+    def measure(self, model: str, concurrency: int, protocol: str | None = None, repeat: int = 0) -> tuple[LoadResult, Path]:
+        """`repeat` > 0 measures the same point again (interleaved comparisons), kept apart in the cache."""
         protocol = protocol or self.option("--batching-protocol")
-        key = (model, concurrency, protocol)
+        key = (model, concurrency, protocol, repeat)
         if key not in self._cache:
             self.require_ready(model)
             spec = ClientSpec(protocol, self.url(protocol), self.payload(model))
@@ -140,7 +141,8 @@ class BatchingBench:
                 result = run_load(spec, self.settings(concurrency), probe)
             finally:
                 probe.close()
-            path = write_raw(self.report_dir, f"{model}-{protocol}-c{concurrency}", result.to_dict())
+            path = write_raw(self.report_dir, f"{model}-{protocol}-c{concurrency}" + (f"-r{repeat}" if repeat else ""),
+                             result.to_dict())
             self._cache[key] = (load_result(read_raw(path)), path)
         return self._cache[key]
 
