@@ -38,11 +38,13 @@ def cache() -> ArtifactCache:
 
 
 def mean_ap(cache: ArtifactCache, evalset: EvalSet, variant: str) -> dict[str, float]:
-    e = load_profile().eval
+    profile = load_profile()
+    e, size_slices = profile.eval, profile.data["slices"]
     path = cache.build(variant).path
     run = runner.run(RawCandidate(variant, "fp32", OrtEngine(path), artifact=path), evalset, imgsz=IMGSZ,
                      conf=e["map_conf"], iou=e["iou"], max_det=e["max_det"], tensor_images=0)
-    table = evaluate(evalset.coco, run.coco(e["map_conf"]), imgsz=IMGSZ, small_max_area=1024, large_min_area=9216)
+    table = evaluate(evalset.coco, run.coco(e["map_conf"]), imgsz=IMGSZ, small_max_area=size_slices["small_max_area"],
+                     large_min_area=size_slices["large_min_area"])
     return {name: table[name]["mAP50_95"] for name in SLICES}
 
 
