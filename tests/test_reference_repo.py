@@ -65,6 +65,9 @@ def test_gpu_target_runs_torch_fp16_on_kind_gpu_instances():
     for name in ("yolo_raw", "yolo_e2e"):
         params = {k: v.string_value for k, v in gpu[name].parameters.items()}
         assert (params["runtime"], params["precision"]) == ("torch", "fp16"), f"{name}: {params}"
+        graphs = [int(b) for b in params["cuda_graph_batches"].split(",")]
+        assert graphs[0] == 1 and graphs[-1] == gpu[name].max_batch_size, f"{name}: CUDA graphs for {graphs}"
+        assert gpu[name].instance_group[0].count == 2, f"{name}: {gpu[name].instance_group}"
     for name in ("yolo_preprocess", "yolo_postprocess"):  # image decoding and NMS stay CPU work here
         assert {g.kind for g in gpu[name].instance_group} == {pb.ModelInstanceGroup.KIND_CPU}
     trt = gpu["yolo_trt"]

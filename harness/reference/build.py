@@ -29,6 +29,8 @@ VENDORED = (
     "harness/__init__.py",
     "harness/vision/__init__.py", "harness/vision/boxes.py", "harness/vision/decode.py", "harness/vision/image.py",
     "harness/vision/letterbox.py", "harness/vision/nms.py", "harness/vision/pipeline.py",
+    "harness/vision/gpu/__init__.py", "harness/vision/gpu/decode.py", "harness/vision/gpu/image.py",
+    "harness/vision/gpu/letterbox.py", "harness/vision/gpu/pipeline.py",
     "harness/engines/__init__.py", "harness/engines/base.py", "harness/engines/signature.py",
     "harness/engines/onnx_signature.py", "harness/engines/ort.py", "harness/engines/torch_engine.py",
     "harness/reference/__init__.py", "harness/reference/serving.py",

@@ -4,8 +4,9 @@ the committed config.pbtxt files are what the builder writes and a test can rege
 Choices, from Triton's model-configuration and optimization guides:
 - dims exclude the batch dimension; max_batch_size bounds what dynamic batching may form;
 - dynamic batching with preferred sizes the runtime runs well, and a short queue delay;
-- CPU instances: one each (2 shared cores here; ORT gets the threads); GPU: one KIND_GPU instance per
-  GPU running PyTorch FP16 (yolo_raw, yolo_e2e) or the TensorRT/ONNX Runtime backends;
+- CPU instances: one each (2 shared cores here; ORT gets the threads); GPU: two KIND_GPU instances per
+  GPU (one decodes and launches while the other's batch runs) running PyTorch FP16 with CUDA graphs for
+  the batch sizes the batcher forms (yolo_raw, yolo_e2e), or the TensorRT/ONNX Runtime backends;
 - yolo_raw keeps two versions live (`latest {num_versions: 2}`) so hot reload can be exercised."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Target:
     max_det: int = 300
     conf: float = 0.25
     iou: float = 0.7
+    gpu_instances: int = 2
 
     def __post_init__(self):
         if self.device not in DEVICES:
@@ -47,11 +49,16 @@ class Target:
 
     @property
     def max_batch_size(self) -> int:
-        return 32 if self.gpu else 8
+        return 64 if self.gpu else 8
 
     @property
     def preferred_batch_sizes(self) -> list[int]:
-        return [8, 16, 32] if self.gpu else [4, 8]
+        return [16, 32, 64] if self.gpu else [4, 8]
+
+    @property
+    def graph_batch_sizes(self) -> list[int]:
+        """Batch sizes the GPU engine captures a CUDA graph for; other sizes run padded to the next."""
+        return [b for b in (1, 2, 4, 8, 16, 24, 32, 48, 64) if b <= self.max_batch_size]
 
 
 def _params(config: pb.ModelConfig, **values) -> None:
@@ -61,7 +68,7 @@ def _params(config: pb.ModelConfig, **values) -> None:
 
 def _instances(config: pb.ModelConfig, target: Target) -> None:
     kind = pb.ModelInstanceGroup.KIND_GPU if target.gpu else pb.ModelInstanceGroup.KIND_CPU
-    config.instance_group.add(kind=kind, count=1)
+    config.instance_group.add(kind=kind, count=target.gpu_instances if target.gpu else 1)
 
 
 def _batching(config: pb.ModelConfig, target: Target, delay_us: int) -> None:
@@ -72,7 +79,8 @@ def _batching(config: pb.ModelConfig, target: Target, delay_us: int) -> None:
 
 def _runtime(config: pb.ModelConfig, target: Target) -> None:
     if target.gpu:
-        _params(config, runtime="torch", precision="fp16", model_file="model.onnx")
+        _params(config, runtime="torch", precision="fp16", model_file="model.onnx",
+                cuda_graph_batches=",".join(str(b) for b in target.graph_batch_sizes))
     else:
         _params(config, runtime="onnxruntime", intra_op_threads=2, model_file="model.onnx")
 

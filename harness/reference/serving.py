@@ -134,6 +134,44 @@ def split_rows(array: np.ndarray, counts: list[int]) -> list[np.ndarray]:
     return np.split(array, np.cumsum(counts)[:-1]) if counts else []
 
 
+def graph_batch_sizes(params: dict[str, str]) -> list[int]:
+    """`cuda_graph_batches` ("1,2,4,...") -> the batch sizes a GPU engine captures CUDA graphs for."""
+    text = params.get("cuda_graph_batches", "")
+    try:
+        sizes = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigParameterError(f"config.pbtxt: parameter 'cuda_graph_batches'={text!r} is not a comma list of batch sizes") from None
+    if any(b < 1 for b in sizes):
+        raise ConfigParameterError(f"config.pbtxt: cuda_graph_batches {sizes} must be positive")
+    return sizes
+
+
+def on_device(engine) -> bool:
+    """A torch engine on a CUDA device: tensors stay on the GPU (DLPack in, `forward`), no numpy."""
+    return hasattr(engine, "forward") and str(engine.device).startswith("cuda")
+
+
+def run_raw(engine, inputs: list) -> list:
+    """yolo_raw's batch: the requests' input tensors (pb_utils.Tensor) -> one output per request, run as
+    one batch. On a CUDA engine the inputs come in through DLPack and the batch is one device tensor."""
+    if on_device(engine):
+        import torch
+
+        parts = [torch.from_dlpack(tensor.to_dlpack()) for tensor in inputs]
+        raw = engine.forward(torch.cat(parts).to(engine.device)).cpu()
+        return list(torch.split(raw, [len(p) for p in parts]))
+    arrays = [np.ascontiguousarray(tensor.as_numpy(), dtype=np.float32) for tensor in inputs]
+    raw = engine.infer({engine.signature.inputs[0].name: np.concatenate(arrays)})[engine.signature.outputs[0].name]
+    return split_rows(raw, [len(a) for a in arrays])
+
+
+def output_tensor(pb_utils, name: str, value):
+    """A response tensor from numpy (host path) or a torch tensor (device path, through DLPack)."""
+    if isinstance(value, np.ndarray):
+        return pb_utils.Tensor(name, np.ascontiguousarray(value))
+    return pb_utils.Tensor.from_dlpack(name, value.contiguous())
+
+
 def pipeline_from_parameters(params: dict[str, str]):
     """The DetectionPipeline the config describes (imgsz, conf, iou, max_det, max_pixels)."""
     from harness.vision.pipeline import DetectionPipeline
@@ -162,3 +200,51 @@ def postprocess(pipeline, raw: np.ndarray, metas, thresholds: Thresholds, rows: 
     per_request = replace(pipeline, conf=thresholds.conf, iou=thresholds.iou, max_det=thresholds.max_det)
     detections, num = per_request.postprocess(raw, metas)
     return pad_rows(detections, rows), num.reshape(-1, 1).astype(np.int32)
+
+
+class HostDetector:
+    """yolo_e2e on a CPU instance (or any engine without a device path): DetectionPipeline's numpy and
+    OpenCV steps around the engine, all the requests' images in one inference."""
+
+    def __init__(self, pipeline, engine, rows: int):
+        self.pipeline, self.engine, self.rows = pipeline, engine, rows
+        self.input_name = engine.signature.inputs[0].name
+        self.output_name = engine.signature.outputs[0].name
+
+    def describe(self) -> str:
+        return f"{self.engine.name} {self.engine.precision} on {self.engine.device}, numpy letterbox and NMS"
+
+    def detect(self, jobs) -> list:
+        """Per job: (detections [b, rows, 6], num_detections [b, 1]) or the exception that failed it."""
+        results: list = [None] * len(jobs)
+        batches = []
+        for index, job in enumerate(jobs):
+            try:
+                batches.append((index, *self.pipeline.preprocess(request_images(self.pipeline, job.blobs))))
+            except ValueError as error:
+                results[index] = error
+        if not batches:
+            return results
+        try:
+            raw = self.engine.infer({self.input_name: np.concatenate([b[1] for b in batches])})[self.output_name]
+        except Exception as error:  # noqa: BLE001 -- the batch's requests fail, the model stays up
+            for index, *_ in batches:
+                results[index] = RuntimeError(f"inference failed: {error}")
+            return results
+        for (index, _, metas), rows in zip(batches, split_rows(raw, [len(b[2]) for b in batches])):
+            job = jobs[index]
+            results[index] = postprocess(self.pipeline, rows, metas, Thresholds(job.conf, job.iou, job.max_det), self.rows)
+        return results
+
+
+def open_detector(args: dict, params: dict[str, str], rows: int, max_batch: int):
+    """yolo_e2e's detector for this instance: the device pipeline (nvJPEG, GPU letterbox, CUDA graphs,
+    GPU NMS) for the torch engine on a KIND_GPU instance, the host pipeline otherwise."""
+    engine = open_model_engine(args, params)
+    if on_device(engine):
+        from harness.vision.gpu.pipeline import DevicePipeline
+
+        options = {"max_pixels": required(params, "max_pixels", int)} if params.get("max_pixels") else {}
+        return DevicePipeline(engine, required(params, "imgsz", int), max_batch, rows,
+                              graph_batches=graph_batch_sizes(params), **options)
+    return HostDetector(pipeline_from_parameters(params), engine, rows)

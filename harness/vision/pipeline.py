@@ -20,6 +20,16 @@ from harness.vision.letterbox import LETTERBOX, Letterbox, LetterboxMeta
 ImageInput = Union[bytes, bytearray, memoryview, np.ndarray]
 
 
+@dataclass(frozen=True)
+class Job:
+    """One request to the end-to-end model: its encoded images and its thresholds."""
+
+    blobs: Sequence[bytes]
+    conf: float
+    iou: float
+    max_det: int
+
+
 @dataclass
 class DetectionPipeline:
     """Pre/post-processing around any model with YOLOv8's raw output [N, 4 + nc, anchors].

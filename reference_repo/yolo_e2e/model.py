@@ -1,26 +1,31 @@
-"""yolo_e2e: encoded JPEG/PNG bytes of any size in, detections in source-image pixels out. Letterbox,
-confidence filter, class-aware NMS and restore are harness.vision's DetectionPipeline, the very code of
-the local reference; inference runs once over every image of every request Triton batched together.
-conf/iou/max_det come from config parameters and may be overridden per request (request parameters);
-a bad image fails its own request with a message naming the problem, never the batch."""
+"""yolo_e2e: encoded JPEG/PNG bytes of any size in, detections in source-image pixels out.
+
+The detector is chosen for the instance (harness.reference.serving.open_detector): on KIND_CPU the
+host pipeline (harness.vision's DetectionPipeline, the very code of the local reference, around ONNX
+Runtime); on KIND_GPU the device pipeline (nvJPEG, letterbox on the GPU, the torch FP16 engine's CUDA
+graphs, batched NMS, on the instance's CUDA stream, outputs through DLPack). Either way the images of
+every request Triton batched together run as one batch. conf/iou/max_det come from config parameters
+and may be overridden per request (request parameters); a bad image fails its own request with a
+message naming the problem, never the batch."""
 
 import json
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from harness.reference import serving
+from harness.vision.pipeline import Job
 
 
-def _error(message: str):
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, pb_utils.TritonError.INVALID_ARG))
+def _error(message: str, internal: bool = False):
+    # TritonError exists only once the stub runs the model, not at import time
+    code = pb_utils.TritonError.INTERNAL if internal else pb_utils.TritonError.INVALID_ARG
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
 
 
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = serving.parameters(config)
-        self.pipeline = serving.pipeline_from_parameters(params)
         self.defaults = serving.Thresholds.from_parameters(params)
         outputs = {o["name"]: o for o in config["output"]}
         if "detections" not in outputs or "num_detections" not in outputs:
@@ -28,35 +33,32 @@ class TritonPythonModel:
         self.rows = int(outputs["detections"]["dims"][0])
         if self.defaults.max_det > self.rows:
             raise serving.ConfigParameterError(f"parameter max_det={self.defaults.max_det} exceeds detections dims {self.rows}")
-        self.engine = serving.open_model_engine(args, params)
-        self.input_name = self.engine.signature.inputs[0].name
-        self.output_name = self.engine.signature.outputs[0].name
+        self.detector = serving.open_detector(args, params, self.rows, max(1, int(config.get("max_batch_size", 1))))
+        pb_utils.Logger.log_info(f"yolo_e2e instance {args['model_instance_name']}: {self.detector.describe()}")
 
     def execute(self, requests):
         responses = [None] * len(requests)
-        jobs = []  # (request index, thresholds, letterboxed batch, metas)
+        jobs, owners = [], []
         for index, request in enumerate(requests):
             try:
                 thresholds = self.defaults.override(request.parameters(), limit=self.rows)
-                blobs = pb_utils.get_input_tensor_by_name(request, "images").as_numpy()
-                batch, metas = self.pipeline.preprocess(serving.request_images(self.pipeline, blobs))
             except ValueError as error:
                 responses[index] = _error(f"yolo_e2e: {error}")
                 continue
-            jobs.append((index, thresholds, batch, metas))
-        if not jobs:
-            return responses
-        try:
-            raw = self.engine.infer({self.input_name: np.concatenate([job[2] for job in jobs])})[self.output_name]
-        except Exception as error:
-            for index, *_ in jobs:
-                responses[index] = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"yolo_e2e: inference failed: {error}"))
-            return responses
-        for (index, thresholds, _, metas), rows in zip(jobs, serving.split_rows(raw, [len(job[3]) for job in jobs])):
-            detections, num = serving.postprocess(self.pipeline, rows, metas, thresholds, self.rows)
-            responses[index] = pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("detections", detections), pb_utils.Tensor("num_detections", num)])
+            blobs = pb_utils.get_input_tensor_by_name(request, "images").as_numpy().reshape(-1)
+            jobs.append(Job(blobs, thresholds.conf, thresholds.iou, thresholds.max_det))
+            owners.append(index)
+        for index, result in zip(owners, self.detector.detect(jobs) if jobs else []):
+            if isinstance(result, ValueError):
+                responses[index] = _error(f"yolo_e2e: {result}")
+            elif isinstance(result, Exception):
+                responses[index] = _error(f"yolo_e2e: {result}", internal=True)
+            else:
+                detections, num = result
+                responses[index] = pb_utils.InferenceResponse(output_tensors=[
+                    serving.output_tensor(pb_utils, "detections", detections),
+                    serving.output_tensor(pb_utils, "num_detections", num)])
         return responses
 
     def finalize(self):
-        self.engine = None
+        self.detector = None

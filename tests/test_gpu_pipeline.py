@@ -1,0 +1,166 @@
+"""The device pipeline (harness.vision.gpu) against its numpy twins: the same NMS answer exactly, the
+same letterbox geometry and pixels within one grey level, the same restore; the engine's shape plan and
+CUDA graphs against its plain run. Runs on CPU torch where torch is installed (the gpu extra), the CUDA
+parts on a GPU host; elsewhere it skips with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.vision.decode import decode_batch as numpy_decode
+from harness.vision.letterbox import LETTERBOX
+from harness.vision.pipeline import DetectionPipeline, Job
+
+torch = pytest.importorskip("torch", reason="torch not installed (the gpu extra): the device pipeline is for GPU hosts")
+
+from harness.vision.gpu.decode import decode_batch  # noqa: E402
+from harness.vision.gpu.image import decode_images  # noqa: E402
+from harness.vision.gpu.letterbox import DeviceLetterbox  # noqa: E402
+from harness.vision.gpu.pipeline import DevicePipeline  # noqa: E402
+
+EVAL_IMAGES = sorted((Path(__file__).parents[1] / "fixtures" / "shapes_eval" / "images").rglob("*.jpg"))
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: CUDA graphs and nvJPEG run on the GPU host")
+
+
+def random_raw(rng, n: int, nc: int = 6, anchors: int = 600) -> np.ndarray:
+    """Dense overlapping boxes with skewed scores: long suppression chains, ties across classes."""
+    raw = np.zeros((n, 4 + nc, anchors), np.float32)
+    raw[:, 0:2] = rng.uniform(0, 640, (n, 2, anchors))
+    raw[:, 2:4] = rng.uniform(4, 160, (n, 2, anchors))
+    raw[:, 4:] = rng.uniform(0, 1, (n, nc, anchors)) ** 3
+    raw[:, 4:, :20] = 0.5  # exact score ties: the stable order decides
+    return raw
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nms_gives_the_numpy_answer_exactly(seed):
+    rng = np.random.default_rng(seed)
+    raw = random_raw(rng, 4)
+    conf, iou, max_det = [0.25, 0.5, 0.05, 0.99], [0.7, 0.45, 0.3, 0.7], [300, 40, 7, 300]
+    got, num = decode_batch(torch.from_numpy(raw), torch.tensor(conf), torch.tensor(iou), torch.tensor(max_det), rows=300)
+    for i in range(len(raw)):
+        want, want_num = numpy_decode(raw[i: i + 1], conf[i], iou[i], max_det[i])
+        assert int(num[i]) == int(want_num[0]), f"image {i}: {int(num[i])} kept, numpy keeps {int(want_num[0])}"
+        np.testing.assert_array_equal(got[i, : max_det[i]].numpy(), want[0], err_msg=f"image {i}")
+        assert (got[i, max_det[i]:] == -1).all(), f"image {i}: rows past max_det are not padding"
+
+
+def test_nms_truncates_candidates_like_numpy():
+    from harness.vision.decode import decode_image
+
+    raw = random_raw(np.random.default_rng(9), 1, anchors=2000)
+    got, num = decode_batch(torch.from_numpy(raw), torch.tensor([0.0]), torch.tensor([0.6]), torch.tensor([300]),
+                            rows=300, max_nms=50)
+    want = decode_image(raw[0], 0.0, 0.6, 300, max_nms=50)
+    assert int(num[0]) == len(want)
+    np.testing.assert_array_equal(got[0, : len(want)].numpy(), want)
+
+
+def test_nothing_above_conf_gives_padding_only():
+    raw = random_raw(np.random.default_rng(1), 2)
+    got, num = decode_batch(torch.from_numpy(raw), torch.tensor([1.0, 1.0]), torch.tensor([0.7, 0.7]),
+                            torch.tensor([300, 300]), rows=300)
+    assert num.tolist() == [0, 0] and (got == -1).all()
+
+
+@pytest.mark.parametrize("shape", [(480, 640), (640, 480), (333, 517), (640, 640), (100, 60), (1080, 1920)])
+def test_device_letterbox_matches_cv2_within_one_level(shape):
+    rng = np.random.default_rng(sum(shape))
+    image = rng.integers(0, 256, (*shape, 3), dtype=np.uint8)
+    want, want_meta = LETTERBOX(image, 640)
+    box = DeviceLetterbox(640, 2, "cpu", dtype=torch.float32)
+    got, metas = box.batch([torch.from_numpy(image).permute(2, 0, 1).contiguous()])
+    assert metas == [want_meta]
+    levels = np.abs(got[0].numpy() - want) * 255
+    assert levels.max() <= 1.0 + 1e-3, f"{shape}: {levels.max():.2f} grey levels off cv2.INTER_LINEAR"
+    assert levels.mean() < 0.1, f"{shape}: mean {levels.mean():.3f} levels off"
+
+
+def test_device_restore_is_letterbox_restore():
+    rng = np.random.default_rng(3)
+    box = DeviceLetterbox(640, 2, "cpu", dtype=torch.float32)
+    metas = [box.meta((480, 640)), box.meta((1080, 1920))]
+    rows = np.full((2, 5, 6), -1.0, np.float32)
+    rows[:, :3, :4] = np.sort(rng.uniform(-20, 660, (2, 3, 4)).astype(np.float32), axis=2)[..., [0, 1, 2, 3]]
+    rows[:, :3, 4:] = 0.5
+    num = torch.tensor([3, 2])
+    got = box.restore(torch.from_numpy(rows.copy()), num, metas).numpy()
+    for i, meta in enumerate(metas):
+        n = int(num[i])
+        np.testing.assert_allclose(got[i, :n, :4], LETTERBOX.restore_boxes(rows[i, :n, :4], meta), rtol=0, atol=1e-4)
+        assert (got[i, n:] == rows[i, n:]).all(), "padding rows must stay -1"
+
+
+def test_decode_images_routes_bad_images_to_their_error():
+    blobs = [EVAL_IMAGES[0].read_bytes(), b"", b"not an image", EVAL_IMAGES[0].read_bytes()[:500]]
+    out = decode_images(blobs, "cpu")
+    assert out[0].dtype == torch.uint8 and out[0].shape[0] == 3
+    assert [type(o).__name__ for o in out[1:]] == ["ValueError"] * 3
+    assert "empty" in str(out[1]) and "not a recognised image" in str(out[2]) and "truncated" in str(out[3])
+
+
+@pytest.fixture(scope="module")
+def fp32_engine(tmp_path_factory):
+    import onnx
+
+    from harness.engines.torch_engine import TorchEngine
+    from harness.engines.variants import load_reference
+    from tests.test_engines import source_model
+
+    path = tmp_path_factory.mktemp("gpu_pipeline") / "fp32.onnx"
+    onnx.save(load_reference(source_model()), str(path))
+    return path, TorchEngine(path, device="cpu", precision="fp32")
+
+
+def test_device_pipeline_matches_the_host_pipeline(fp32_engine):
+    """Same engine, both pipelines, six eval images in two requests and a broken third: same detection
+    counts and classes, boxes within 0.1 px (the resampler's grey level), the bad request alone fails."""
+    path, engine = fp32_engine
+    blobs = [p.read_bytes() for p in EVAL_IMAGES[:6]]
+    results = DevicePipeline(engine, 640, 8, 300).detect(
+        [Job(blobs[:4], 0.25, 0.7, 300), Job([b"junk"], 0.25, 0.7, 300), Job(blobs[4:], 0.25, 0.7, 300)])
+    assert isinstance(results[1], ValueError) and "image 1 of 1" in str(results[1])
+    got = torch.cat([results[0][0], results[2][0]]).numpy()
+    got_num = torch.cat([results[0][1], results[2][1]]).numpy()[:, 0]
+    host = DetectionPipeline(imgsz=640)
+    batch, metas = host.preprocess(blobs)
+    want, want_num = host.postprocess(engine.infer({"images": batch})["output0"], metas)
+    assert got_num.tolist() == want_num.tolist()
+    for i, n in enumerate(want_num):
+        np.testing.assert_array_equal(got[i, :n, 5], want[i, :n, 5])
+        assert np.abs(got[i, :n, :4] - want[i, :n, :4]).max(initial=0) < 0.5, f"image {i}"
+        assert np.abs(got[i, :n, 4] - want[i, :n, 4]).max(initial=0) < 0.01, f"image {i}"
+        assert (got[i, n:] == -1).all()
+
+
+@needs_cuda
+def test_cuda_graphs_replay_the_plan(fp32_engine):
+    from harness.engines.torch_engine import TorchEngine
+
+    path, _ = fp32_engine
+    engine = TorchEngine(path, precision="fp16")
+    assert engine.capture([1, 4], (640, 640)) == [1, 4]
+    x = torch.rand(3, 3, 640, 640, device="cuda", dtype=torch.float16)
+    plain = engine.plan(tuple(x.shape)).run(engine._layout(x)).float()
+    graphed = engine.forward(x)  # padded into the batch-4 graph
+    assert graphed.shape == plain.shape
+    assert (graphed - plain).abs().max().item() < 0.05
+    again = engine.forward(x[:1])
+    assert (again - engine.forward(x[:1])).abs().max().item() == 0
+
+
+@needs_cuda
+def test_device_pipeline_on_cuda_matches_cpu(fp32_engine):
+    from harness.engines.torch_engine import TorchEngine
+
+    path, cpu_engine = fp32_engine
+    blobs = [p.read_bytes() for p in EVAL_IMAGES[:8]]
+    gpu = DevicePipeline(TorchEngine(path, precision="fp16"), 640, 8, 300, graph_batches=[1, 8])
+    (got, got_num), = gpu.detect([Job(blobs, 0.25, 0.7, 300)])
+    (want, want_num), = DevicePipeline(cpu_engine, 640, 8, 300).detect([Job(blobs, 0.25, 0.7, 300)])
+    assert got_num[:, 0].tolist() == want_num[:, 0].tolist()
+    for i, n in enumerate(want_num[:, 0].tolist()):
+        assert (got[i, :n, :4] - want[i, :n, :4]).abs().max().item() < 2.0, f"image {i}: fp16 boxes"
