@@ -5,6 +5,7 @@ returns what it measured.
 
 Stages (in this order; `--stages` picks a subset):
   env          versions, GPU, /dev/shm, which cv2 (the machine's or benchmarks/cv2_fallback)
+  unit         pytest tests/test_gpu_pipeline.py and the torch engine tests on this GPU
   build        build_reference_repository(device, imgsz) (FP32 ONNX only: the server here loads Python-backend
                models, yolo_onnx/yolo_trt stay unloadable), a scratch copy, and yolo_e2e__unbatched (the
                same model without dynamic_batching, for the gain)
@@ -20,7 +21,8 @@ Stages (in this order; `--stages` picks a subset):
   raw_cN       yolo_raw, one letterboxed FP32 [1,3,640,640] image per request
   e2e_poisson  open loop, Poisson arrivals at --poisson-fraction of the best closed-loop e2e throughput
   engine       the limit: TorchEngine alone on pre-batched device tensors (no transport, no Python backend),
-               images/s per batch size; the numpy-in/numpy-out path the served model uses; conv FLOPs per image
+               images/s per batch size, node by node ("interpreted"), through the shape plan, and as CUDA
+               graphs (what the served model runs); the numpy-in/numpy-out path; conv FLOPs per image
   fp16_vs_fp32 TorchEngine (FP16 on GPU) vs ONNX Runtime FP32 on the eval set: raw-output error statistics
                (box rows in pixels, score rows) and COCO mAP of both (harness.metrics.coco)
 
@@ -177,6 +179,16 @@ def stage_env(args) -> dict:
 
 
 # ---- build / server ----------------------------------------------------------------------------------
+
+def stage_unit(ctx) -> dict:
+    """The harness's own GPU tests on this machine: the device pipeline and the engine against their CPU
+    twins, CUDA graphs, nvJPEG (tests/test_gpu_pipeline.py, tests/test_engines.py)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                           "tests/test_gpu_pipeline.py", "tests/test_engines.py", "-k", "torch or gpu or device or nms or cuda"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    tail = (done.stdout + done.stderr).strip().splitlines()
+    return {"returncode": done.returncode, "summary": tail[-1] if tail else "", "tail": tail[-40:]}
+
 
 class Context:
     def __init__(self, args):
@@ -360,25 +372,36 @@ def stage_accuracy(ctx: Context) -> dict:
 
 
 def _same_engine(ctx: Context, client, images) -> dict:
-    """Issue 4's GPU criterion: the served yolo_e2e against a local pipeline with the same letterbox, the
-    same engine (TorchEngine FP16 on this GPU, as the KIND_GPU instance runs it) and the same NMS. Requests
-    go one at a time, so the server executes batch 1 like the local run (FP16 kernels differ by batch)."""
+    """Issue 4's GPU criterion: the served yolo_e2e against a local run of the same device pipeline (nvJPEG,
+    device letterbox, TorchEngine FP16 with the served CUDA graphs, GPU NMS) on this GPU. Requests go one at a
+    time, so the server executes batch 1 like the local run (FP16 kernels differ by batch). `host_pipeline`
+    compares the same engine behind the numpy/cv2 pipeline: what the GPU pre/post-processing changes."""
     from harness.engines import open_engine
-    from harness.vision.pipeline import DetectionPipeline
+    from harness.reference.configs import Target
+    from harness.vision.gpu.pipeline import DevicePipeline
+    from harness.vision.pipeline import DetectionPipeline, Job
 
     engine = open_engine(ctx.engine_model, runtime="torch", device="cuda:0", precision="fp16")
-    pipeline = DetectionPipeline(imgsz=ctx.args.imgsz, conf=0.25, iou=0.7, max_det=300)
-    served, reference = {}, {}
+    target = Target(device="gpu", imgsz=ctx.args.imgsz)
+    device = DevicePipeline(engine, ctx.args.imgsz, target.max_batch_size, 300, graph_batches=target.graph_batch_sizes)
+    host = DetectionPipeline(imgsz=ctx.args.imgsz, conf=0.25, iou=0.7, max_det=300)
+    served, reference, host_rows = {}, {}, {}
     for image in images:
         blob = image.encoded()
         served[image.id] = _detect(client, "yolo_e2e", blob)
-        batch, metas = pipeline.preprocess([blob])
+        (detections, num), = device.detect([Job([blob], 0.25, 0.7, 300)])
+        reference[image.id] = detections[0, : int(num[0, 0])].numpy().astype(np.float64)
+        batch, metas = host.preprocess([blob])
         raw = engine.infer({"images": batch})["output0"]
-        detections, num = pipeline.postprocess(raw, metas)
-        reference[image.id] = detections[0, : int(num[0])].astype(np.float64)
+        rows, n = host.postprocess(raw, metas)
+        host_rows[image.id] = rows[0, : int(n[0])].astype(np.float64)
     out = _box_stats(reference, served)
-    out["reference"] = "DetectionPipeline + TorchEngine fp16 cuda:0, batch 1, conf 0.25"
+    out["reference"] = f"local DevicePipeline: {device.describe()}, batch 1, conf 0.25"
     out["served_mAP"], out["local_mAP"] = _coco(ctx.evalset, served), _coco(ctx.evalset, reference)
+    host_stats = _box_stats(host_rows, reference)
+    host_stats.pop("per_image")
+    out["device_vs_host_pipeline"] = {"what": "same engine; host = PIL decode + cv2 letterbox + numpy NMS", **host_stats,
+                                      "host_mAP": _coco(ctx.evalset, host_rows)}
     return out
 
 
@@ -543,7 +566,7 @@ def stage_engine(ctx: Context) -> dict:
     size = a.imgsz
     convs: list = []
     with torch.inference_mode():
-        _graph_forward(engine, torch.rand(1, 3, size, size, device=engine.device, dtype=engine._float), convs)
+        _graph_forward(engine, torch.rand(1, 3, size, size, device=engine.device, dtype=engine.compute_dtype), convs)
     macs = sum(w[0] * w[1] * w[2] * w[3] * y[2] * y[3] for w, y in convs)  # per image: Cout*(Cin/g)*kh*kw*Ho*Wo
     gflops = 2 * macs / 1e9
     out: dict = {"engine": f"TorchEngine {engine.precision} on {engine.device}", "model": str(ctx.engine_model),
@@ -564,13 +587,17 @@ def stage_engine(ctx: Context) -> dict:
         return {"iterations": n, "ms_per_batch": _r(dt / n * 1e3, 3), "images_per_s": _r(batch * n / dt, 1),
                 "achieved_tflops": _r(batch * n / dt * gflops / 1e3, 2)}
 
-    for variant in (["default", "cudnn_benchmark"] if gpu else ["default"]):
-        torch.backends.cudnn.benchmark = variant == "cudnn_benchmark"
+    variants = {"interpreted": lambda x: _graph_forward(engine, x), "shape_plan": lambda x: engine.plan(tuple(x.shape)).run(engine._layout(x))}
+    if gpu:
+        captured = engine.capture(a.engine_batches, (size, size))
+        out["cuda_graph_batches"] = captured
+        variants["cuda_graph"] = engine.forward
+    for variant, fn in variants.items():
         table = {}
         for batch in a.engine_batches:
-            x = torch.rand(batch, 3, size, size, device=engine.device, dtype=engine._float)
+            x = torch.rand(batch, 3, size, size, device=engine.device, dtype=engine.compute_dtype)
             with torch.inference_mode():
-                table[str(batch)] = timed(lambda: _graph_forward(engine, x), batch)
+                table[str(batch)] = timed(lambda: fn(x), batch)
             if gpu:
                 table[str(batch)]["max_memory_gib"] = _r(torch.cuda.max_memory_allocated() / 2**30, 2)
             print(f"  engine {variant} batch {batch}: {table[str(batch)]}", flush=True)
@@ -749,6 +776,7 @@ def main(argv=None) -> int:
     load_budget = args.warmup_s + args.window_s * args.max_windows + 60
     try:
         stage("env", 60, stage_env, args)
+        stage("unit", 240, stage_unit, ctx, min_s=30)
         stage("build", 180, stage_build, ctx, min_s=20)
         if want("server") or any(want(p) for p in ("accuracy", "e2e", "raw", "unbatched")):
             rec.stage("server", args.startup_timeout + 30, stage_server, ctx, min_s=60)

@@ -5,7 +5,8 @@
 # Needs (carried, ignored paths; benchmarks/README.md says how to make them):
 #   .gpu/site.tar.xz      cp312 wheels unpacked: numpy==1.26.4 ml_dtypes==0.5.4 (the machine's is built for
 #                         numpy 2 only) tritonclient==2.73.0 python-rapidjson==1.25 pycocotools==2.0.11
-#                         onnxslim==0.1.98
+#                         onnxslim==0.1.98 pytest==9.0.1 (+ pluggy, iniconfig, packaging)
+#   .gpu/torchvision.tar.xz  torchvision==0.26.0 unpacked (nvJPEG), used when the machine has none
 #   .gpu/fallback.tar.xz  grpcio==1.85.3 protobuf==6.33.6, unpacked only when the machine's are too old
 #                         for tritonclient's generated code
 #   .gpu/server.tar.xz    from nvidia-pytriton 0.7.0: pytriton/tritonserver/{bin,backends},
@@ -33,6 +34,10 @@ mkdir -p "$OUT"
     echo "tritonclient.grpc does not import with this machine's grpcio/protobuf: unpacking the carried ones"
     tar -xJf .gpu/fallback.tar.xz -C "$SP" || exit 1
   fi
+  if ! "$V/bin/python" -c 'import torchvision.io' 2>/dev/null && [ -f .gpu/torchvision.tar.xz ]; then
+    echo "no importable torchvision here: unpacking the carried torchvision 0.26.0 (nvJPEG decode)"
+    tar -xJf .gpu/torchvision.tar.xz -C "$SP" || exit 1
+  fi
   if ! "$V/bin/python" -c 'import cv2' 2>/dev/null; then
     echo "this machine's cv2 does not import beside numpy 1.26: installing benchmarks/cv2_fallback"
     cp -r benchmarks/cv2_fallback/cv2 "$SP/cv2"
@@ -44,7 +49,7 @@ mkdir -p "$OUT"
   export LD_LIBRARY_PATH="$(dirname "$(dirname "$REAL")")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   "$V/bin/python" - <<'PY'
 import importlib
-for name in ("numpy", "torch", "cv2", "onnx", "onnxruntime", "tritonclient.grpc", "pycocotools", "google.protobuf", "grpc"):
+for name in ("numpy", "torch", "torchvision", "pytest", "cv2", "onnx", "onnxruntime", "tritonclient.grpc", "pycocotools", "google.protobuf", "grpc"):
     try:
         module = importlib.import_module(name)
         print(f"{name} {getattr(module, '__version__', 'ok')} {getattr(module, '__file__', '')}")

@@ -39,6 +39,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--certify-profile", default=None,
                     help="with --report-dir: judge the run against this certification profile "
                          "(name in harness/report/profiles or a .toml path); the exit status follows the verdict")
+    group.addoption("--manifest", type=Path, default=None,
+                    help="TOML declaring model roles, imgsz, nc (harness/repository/manifest.py documents it); "
+                         "default: yts.toml at the repository root, if any")
+    group.addoption("--model", action="append", default=[], metavar="NAME=ROLE",
+                    help="declare a model's role: raw, e2e or skip (repeatable; wins over the manifest)")
+    group.addoption("--imgsz", type=int, default=None, help="the models' input size (wins over the manifest)")
+    group.addoption("--nc", type=int, default=None, help="the models' class count (wins over the manifest)")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
     from harness.load.options import add_options as add_batching_options
 
@@ -50,6 +57,9 @@ def pytest_configure(config: pytest.Config) -> None:
     swept = cleanup.sweep()
     if swept:
         config.stash[_SWEPT] = swept
+    if config.getoption("--repo") is not None or any(
+            config.getoption(o) for o in ("--manifest", "--model", "--imgsz", "--nc")):
+        manifest_for(config)  # a wrong declaration is a usage error before anything runs
     report_dir = config.getoption("--report-dir")
     if report_dir is not None:
         from harness.report.collector import ReportCollector
@@ -62,6 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
 _SWEPT = pytest.StashKey[list]()
 COLLECTOR = pytest.StashKey["ReportCollector"]()
 _VERDICT = pytest.StashKey[str]()
+_MANIFEST = pytest.StashKey["Manifest"]()
 
 
 @pytest.hookimpl(trylast=True)
@@ -134,15 +145,39 @@ def _suite_of(item: pytest.Item) -> str | None:
     return relative.parts[0] if len(relative.parts) > 1 else None
 
 
-@pytest.fixture(scope="session")
-def repository_source(pytestconfig: pytest.Config) -> Path:
+def source_repository(config: pytest.Config) -> Path:
     """The repository the user pointed at, or the reference one built for this machine."""
-    repo = pytestconfig.getoption("--repo")
+    repo = config.getoption("--repo")
     if repo is not None:
         return Path(repo).resolve()
     from harness.reference import build_reference_repository
 
     return build_reference_repository()
+
+
+def manifest_for(config: pytest.Config):
+    """The declarations about the repository under test (harness.repository.manifest), read once; usable
+    at collection time, where suites parametrize over models."""
+    if _MANIFEST not in config.stash:
+        from harness.repository.manifest import ManifestError, load_manifest
+
+        try:
+            config.stash[_MANIFEST] = load_manifest(source_repository(config), config.getoption("--manifest"),
+                                                    config.getoption("--model"), config.getoption("--imgsz"),
+                                                    config.getoption("--nc"))
+        except ManifestError as error:
+            raise pytest.UsageError(str(error)) from None
+    return config.stash[_MANIFEST]
+
+
+@pytest.fixture(scope="session")
+def repository_source(pytestconfig: pytest.Config) -> Path:
+    return source_repository(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def manifest(pytestconfig: pytest.Config):
+    return manifest_for(pytestconfig)
 
 
 @pytest.fixture(scope="session")

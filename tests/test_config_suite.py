@@ -38,6 +38,8 @@ BROKEN = {
     "ensemble_missing_tensor": ("test_schema[yolo_ensemble]", "wired to 'letterboxed', which no ensemble input"),
     "symlink_escapes": ("test_layout[yolo_detector]", "symlink escapes the repository"),
     "config_name_mismatch": ("test_layout[yolo_raw]", "config name 'yolo_detector' differs from its directory 'yolo_raw'"),
+    "declared_role_contradicts": ("test_role[yolo_onnx]", "declared e2e"),
+    "declared_nc_mismatch": ("test_role[yolo_onnx]", "nc = 80 means 4 + 80 = 84"),
 }
 
 
@@ -58,7 +60,27 @@ def test_good_repository_passes_offline(pytester):
     recorder = run_suite(pytester, "good", "-m", "not server")
     passed, skipped, failed = recorder.listoutcomes()
     assert not failed, failures(recorder)
-    assert len(passed) == 11  # 4 models x layout/schema, 3 with a model file x bindings
+    assert len(passed) == 13  # 4 models x layout/schema, 3 with a model file x bindings, 2 roles known
+
+
+def test_unknown_role_is_not_tested_and_says_how_to_declare_it(pytester):
+    """good/'s ensemble maps images to raw rows: neither raw nor end-to-end, so "not tested" with the way
+    out, never passed; its preprocess step is tested through the ensemble; a declaration makes it known."""
+    recorder = run_suite(pytester, "good", "-m", "not server", "-k", "role")
+    skipped = {r.nodeid.split("::")[-1]: str(r.longrepr) for r in recorder.getreports("pytest_runtest_logreport") if r.skipped}
+    assert "not tested, because its layout is neither raw" in skipped["test_role[yolo_ensemble]"]
+    assert "--model yolo_ensemble=raw|e2e|skip" in skipped["test_role[yolo_ensemble]"]
+    assert "not applicable: a step of ['yolo_ensemble']" in skipped["test_role[yolo_preprocess]"]
+    declared = run_suite(pytester, "good", "-m", "not server", "-k", "role", "--model", "yolo_ensemble=skip")
+    reasons = [str(r.longrepr) for r in declared.getreports("pytest_runtest_logreport") if r.skipped]
+    assert any("marks yolo_ensemble skip" in reason for reason in reasons), reasons
+
+
+def test_manifest_naming_a_model_the_repository_lacks_is_a_usage_error(pytester):
+    result = pytester.runpytest_subprocess(str(SUITE), "--repo", str(FIXTURE_DIR / "good"), "--model", "yolo_nope=raw",
+                                           "-p", "no:cacheprovider", "-m", "not server")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*declares*yolo_nope*, which the repository*does not have*"])
 
 
 @pytest.mark.parametrize("fixture", sorted(BROKEN))

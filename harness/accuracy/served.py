@@ -12,11 +12,13 @@ from harness.repository.config import read_config
 RAW, E2E = "raw", "e2e"
 
 
-def served_models(repository: Path) -> list[tuple[str, str]]:
-    """(name, raw|e2e) of every model in the repository with an image or image-tensor input."""
+def served_models(repository: Path, manifest=None) -> list[tuple[str, str]]:
+    """(name, raw|e2e) of every model in the repository with an image or image-tensor input; a role the
+    owner declared (harness.repository.manifest) wins, and models declared skip are left out."""
     out = []
     for model_dir in sorted(p for p in Path(repository).iterdir() if (p / "config.pbtxt").exists()):
-        kind = model_kind(read_config(model_dir))
+        declared = manifest.role(model_dir.name) if manifest is not None else None
+        kind = declared if declared in (RAW, E2E) else None if declared == "skip" else model_kind(read_config(model_dir))
         if kind:
             out.append((model_dir.name, kind))
     return out

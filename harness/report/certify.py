@@ -25,6 +25,13 @@ def pytest_command(args) -> list[str]:
         command.append(f"--eval-set={Path(args.eval_set).resolve()}")
     if args.reference:
         command.append(f"--accuracy-reference={Path(args.reference).resolve()}")
+    if args.manifest:
+        command.append(f"--manifest={Path(args.manifest).resolve()}")
+    command += [f"--model={declaration}" for declaration in args.model or ()]
+    if args.imgsz:
+        command.append(f"--imgsz={args.imgsz}")
+    if args.nc:
+        command.append(f"--nc={args.nc}")
     if args.triton_image:
         command.append(f"--triton-image={args.triton_image}")
     if args.triton_url:
@@ -51,6 +58,11 @@ def register(subparsers) -> None:
     parser.add_argument("--suites", nargs="*", choices=SUITES, help="a subset of the suites (default: all)")
     parser.add_argument("--eval-set", help="labelled evaluation set (COCO annotations.json or YOLO images/ + labels/)")
     parser.add_argument("--reference", help="the FP32 ONNX your deployment was built from (the accuracy suite's reference)")
+    parser.add_argument("--manifest", help="TOML declaring model roles, imgsz and nc (default: yts.toml in the repository)")
+    parser.add_argument("--model", action="append", metavar="NAME=ROLE",
+                        help="declare a model's role: raw, e2e or skip (repeatable; wins over the manifest)")
+    parser.add_argument("--imgsz", type=int, help="the models' input size")
+    parser.add_argument("--nc", type=int, help="the models' class count")
     parser.add_argument("--triton", default="process", choices=("auto", "process", "container", "url"))
     parser.add_argument("--triton-image")
     parser.add_argument("--triton-url")

@@ -43,17 +43,23 @@ def pytest_configure(config: pytest.Config) -> None:
 def _served_specs(config: pytest.Config) -> list:
     """Served models of the repository under test, read from its configs at collection time."""
     from harness.accuracy.served import served_models
+    from harness.plugin import manifest_for
 
     repo = config.getoption("--repo")
     if repo is None:
         from harness.reference import build_reference_repository
 
         repo = build_reference_repository()
-    return [specs_module.CandidateSpec(name=f"served:{name}", kind="served", target=name) for name, _ in served_models(Path(repo))]
+    return [specs_module.CandidateSpec(name=f"served:{name}", kind="served", target=name)
+            for name, _ in served_models(Path(repo), manifest_for(config))]
 
 
 def candidate_specs(config: pytest.Config) -> list:
+    from harness.plugin import manifest_for
+
     profile = config.stash[PROFILE_KEY]
+    if manifest_for(config).imgsz:  # the owner's declared input size wins over the profile's, for every run
+        profile.eval["imgsz"] = manifest_for(config).imgsz
     imgsz = profile.eval["imgsz"]
     explicit = config.getoption("--accuracy-candidate")
     if explicit:

@@ -43,8 +43,11 @@ def models_under_test(config: pytest.Config) -> list[str]:
     steps = {step.model_name for c in configs.values() if is_ensemble(c) for step in c.ensemble_scheduling.step}
     # Ensembles batch inside their steps. A step without dynamic_batching is pipeline glue (pre/post-
     # processing) reached through its ensemble; a step that batches is measured like any model.
+    from harness.plugin import manifest_for
+
+    manifest = manifest_for(config)
     return [name for name, c in configs.items()
-            if not is_ensemble(c) and (name not in steps or c.HasField("dynamic_batching"))]
+            if not is_ensemble(c) and (name not in steps or c.HasField("dynamic_batching")) and not manifest.skipped(name)]
 
 
 def _source(config: pytest.Config) -> Path:

@@ -32,11 +32,16 @@ def served_models(triton_server) -> list[ModelView]:
 
 
 @pytest.fixture(scope="session")
-def models_by_role(served_models) -> dict[str, list[ModelView]]:
+def models_by_role(served_models, manifest) -> dict[str, list[ModelView]]:
+    """Tensor and image models as the server's metadata shows them; a model the manifest declares
+    (raw: tensor, e2e: image) takes that role, one declared skip none."""
+    declared_roles = {"raw": "tensor", "e2e": "image", "skip": None}
     roles: dict[str, list[ModelView]] = {"tensor": [], "image": []}
     for view in served_models:
-        if view.role:
-            roles[view.role].append(view)
+        declared = manifest.role(view.name)
+        role = declared_roles[declared] if declared else view.role
+        if role:
+            roles[role].append(view)
     return roles
 
 
