@@ -19,6 +19,7 @@ Stages (in this order; `--stages` picks a subset):
                utilisation (nv_gpu_utilization sampled from the metrics endpoint during the run)
   unbatched_cN the same on yolo_e2e__unbatched: the dynamic-batching gain at the same concurrency
   raw_cN       yolo_raw, one letterboxed FP32 [1,3,640,640] image per request
+  fidelity     our HTTP generator vs wrk (carried, .gpu/wrk.tar.xz) on yolo_raw at 64 connections: the ratio
   e2e_poisson  open loop, Poisson arrivals at --poisson-fraction of the best closed-loop e2e throughput
   engine       the limit: TorchEngine alone on pre-batched device tensors (no transport, no Python backend),
                images/s per batch size, node by node ("interpreted"), through the shape plan, and as CUDA
@@ -524,6 +525,29 @@ def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency:
     return out
 
 
+def stage_fidelity(ctx: Context, model: str = "yolo_raw", concurrency: int = 64) -> dict:
+    """Issue 8's fidelity goal where the client has cores of its own: our HTTP closed loop vs wrk (C,
+    the same binary-tensor body, the same connections) on one saturated model, as the batching suite's
+    test_generator_fidelity runs it."""
+    from harness.load.clients import ClientSpec
+    from harness.load.generator import LoadSettings, run_load
+    from harness.load.wrk import fidelity_ratio, run_wrk
+
+    payload, _ = _raw_payload(ctx.args.imgsz) if model == "yolo_raw" else _e2e_payload()
+    http = ctx.server.endpoints.http
+    settings = LoadSettings(mode="concurrency", concurrency=concurrency, window_s=ctx.args.window_s,
+                            warmup_s=ctx.args.warmup_s, max_windows=ctx.args.max_windows,
+                            processes=_processes(concurrency, ctx.args.max_processes))
+    ours = run_load(ClientSpec("http", http, payload, timeout_s=30.0), settings)
+    span = sum(w.duration_s for w in ours.windows[-3:])
+    theirs = run_wrk(http, payload, connections=concurrency, duration_s=max(span, 20 * ours.latency_ms["avg"] / 1e3),
+                     threads=4)
+    ratio = fidelity_ratio(ours.throughput, theirs.throughput)
+    return {"model": model, "connections": concurrency, "ours": {"throughput": _r(ours.throughput, 2), "processes": settings.processes,
+            "latency_ms": {k: _r(v, 3) for k, v in ours.latency_ms.items()}, "errors": ours.errors, "stable": ours.stable},
+            "wrk": {**theirs.to_dict(), "threads": 4}, "fidelity_ratio": _r(ratio, 4), "within_5_percent": abs(ratio - 1) <= 0.05}
+
+
 # ---- engine alone ------------------------------------------------------------------------------------
 
 def _graph_forward(engine, x, convs: list | None = None):
@@ -790,6 +814,7 @@ def main(argv=None) -> int:
                 stage(f"unbatched_c{c}", load_budget, stage_load, ctx, UNBATCHED, concurrency=c, min_s=load_budget - 40)
             for c in args.raw_concurrency:
                 stage(f"raw_c{c}", load_budget, stage_load, ctx, "yolo_raw", concurrency=c, min_s=load_budget - 40)
+            stage("fidelity", load_budget + 60, stage_fidelity, ctx, min_s=load_budget)
             if args.poisson_fraction > 0 and ctx.best_e2e > 0:
                 rate = round(ctx.best_e2e * args.poisson_fraction, 1)
                 stage("e2e_poisson", load_budget, stage_load, ctx, "yolo_e2e", mode="poisson", rate=rate, min_s=load_budget - 40)

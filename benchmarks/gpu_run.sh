@@ -7,6 +7,7 @@
 #                         numpy 2 only) tritonclient==2.73.0 python-rapidjson==1.25 pycocotools==2.0.11
 #                         onnxslim==0.1.98 pytest==9.0.1 (+ pluggy, iniconfig, packaging)
 #   .gpu/torchvision.tar.xz  torchvision==0.26.0 unpacked (nvJPEG), used when the machine has none
+#   .gpu/wrk.tar.xz       Debian's wrk binary and libluajit-5.1.so.2 (bin/, lib/), for the fidelity stage
 #   .gpu/fallback.tar.xz  grpcio==1.85.3 protobuf==6.33.6, unpacked only when the machine's are too old
 #                         for tritonclient's generated code
 #   .gpu/server.tar.xz    from nvidia-pytriton 0.7.0: pytriton/tritonserver/{bin,backends},
@@ -43,6 +44,7 @@ mkdir -p "$OUT"
     cp -r benchmarks/cv2_fallback/cv2 "$SP/cv2"
   fi
   tar -xJf .gpu/server.tar.xz -C "$SP" || exit 1
+  if [ -f .gpu/wrk.tar.xz ]; then mkdir -p "$V/wrk" && tar -xJf .gpu/wrk.tar.xz -C "$V/wrk"; fi
   # The stub needs the base interpreter's libpython; sysconfig's LIBDIR is what ServerFiles adds, this
   # is a second guess beside the real executable, harmless when LIBDIR is right.
   REAL=$(readlink -f "$("$BASE" -c 'import sys; print(sys._base_executable)')")
@@ -61,5 +63,6 @@ PY
 [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
 REAL=$(readlink -f "$("$BASE" -c 'import sys; print(sys._base_executable)')")
 export LD_LIBRARY_PATH="$(dirname "$(dirname "$REAL")")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[ -d "$V/wrk" ] && export PATH="$V/wrk/bin:$PATH" LD_LIBRARY_PATH="$V/wrk/lib:$LD_LIBRARY_PATH"
 export PYTHONUNBUFFERED=1 YTS_CACHE=${YTS_CACHE:-/tmp/yts-cache}
 exec "$V/bin/python" benchmarks/gpu_run.py --out "$OUT" "$@"

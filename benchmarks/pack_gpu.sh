@@ -30,5 +30,8 @@ tar -C "$STAGE/tv" -c . | xz -9e -T2 > .gpu/torchvision.tar.xz
 tar -C "$SP" -c --exclude=__pycache__ --exclude='libpython3*' pytriton/tritonserver/bin pytriton/tritonserver/backends \
     pytriton/tritonserver/python_backend_stubs/3.12 nvidia_pytriton.libs -C "$STAGE/pt" pytriton/__init__.py \
   | xz -9 -T2 > .gpu/server.tar.xz
+# wrk (apt: wrk) for the fidelity stage: the binary and its libluajit; needs GLIBC 2.34 at most
+mkdir -p "$STAGE/wrk/bin" "$STAGE/wrk/lib" && cp "$(command -v wrk)" "$STAGE/wrk/bin/" \
+  && cp -L /usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2 "$STAGE/wrk/lib/" && tar -C "$STAGE/wrk" -cJf .gpu/wrk.tar.xz .
 rm -rf "$STAGE"
 ls -la .gpu

@@ -113,14 +113,35 @@ def _broken_repositories():
     cases += [pytest.param("protocol", name, failing[0].split("[")[0], ("-k", selection), id=f"protocol-{name}",
                            marks=pytest.mark.server)
               for name, (selection, failing, _) in sorted(PROTOCOL.items())]
+    from test_batching_fixtures import BROKEN as BATCHING, FAST
+
+    batching = ("-k", "batches_form or batching_gain or performance_audit", "--batching-gain-min", "1.5", *FAST)
+    cases += [pytest.param("batching", name, check, batching, id=f"batching-{name}", marks=pytest.mark.server)
+              for name, (check, _) in sorted(BATCHING.items())]
     return cases
 
 
 @pytest.mark.parametrize("suite, fixture, check, selection", _broken_repositories())
 def test_broken_repository_is_not_certified_and_the_verdict_names_it(tmp_path, suite, fixture, check, selection):
-    """Issue 11: every broken repository of fixtures/config and fixtures/protocol, through `yts certify`."""
+    """Issue 11: every broken repository of fixtures/config, fixtures/protocol and fixtures/batching,
+    through `yts certify`."""
     result = _certify_repo(ROOT / "fixtures" / suite / fixture, tmp_path / "report", suite, *selection)
     assert result.returncode != 0, f"{fixture} was certified:\n{result.stdout[-3000:]}"
     line = next((l for l in result.stdout.splitlines() if l.startswith("NOT CERTIFIED")), None)
     assert line is not None, result.stdout[-3000:]
     assert check in line, f"the verdict does not name {check} for {fixture}: {line}"
+
+
+@pytest.mark.server
+def test_promotion_that_unloads_first_is_not_certified(tmp_path):
+    """fixtures/lifecycle's wrapper that unloads before it loads, through `yts certify` (the letterbox
+    suite's broken input is test_broken_input_is_not_certified_and_named)."""
+    from tests.conftest import write_scale_add
+    from tests.test_lifecycle import UNLOAD_FIRST
+
+    repository = write_scale_add(tmp_path / "models").parent
+    result = _certify_repo(repository, tmp_path / "report", "lifecycle", "-k", "test_add_version_under_traffic and latest1",
+                           "--lifecycle-driver", UNLOAD_FIRST, "--lifecycle-lead-s=0.5", "--lifecycle-tail-s=1.0")
+    line = next((l for l in result.stdout.splitlines() if l.startswith("NOT CERTIFIED")), None)
+    assert result.returncode != 0 and line is not None, result.stdout[-3000:]
+    assert "test_add_version_under_traffic" in line, line
