@@ -12,6 +12,10 @@ from pathlib import Path
 from harness.paths import PROJECT_ROOT
 
 SUITES = ("config", "protocol", "letterbox", "accuracy", "lifecycle", "batching")
+# certify's own options that go to pytest as they are (paths made absolute: pytest runs from the project)
+PASSED_ON = (("eval_set", "--eval-set"), ("reference", "--accuracy-reference"), ("manifest", "--manifest"),
+             ("imgsz", "--imgsz"), ("nc", "--nc"), ("triton_image", "--triton-image"), ("triton_url", "--triton-url"))
+PATHS = ("eval_set", "reference", "manifest")
 
 
 def pytest_command(args) -> list[str]:
@@ -21,21 +25,11 @@ def pytest_command(args) -> list[str]:
                "--rootdir", str(PROJECT_ROOT), f"--repo={Path(args.repo).resolve()}",
                f"--report-dir={report_dir}", f"--certify-profile={args.profile}",
                f"--junitxml={report_dir / 'junit.xml'}", f"--triton={args.triton}", "-q"]
-    if args.eval_set:
-        command.append(f"--eval-set={Path(args.eval_set).resolve()}")
-    if args.reference:
-        command.append(f"--accuracy-reference={Path(args.reference).resolve()}")
-    if args.manifest:
-        command.append(f"--manifest={Path(args.manifest).resolve()}")
+    for attr, option in PASSED_ON:
+        value = getattr(args, attr)
+        if value:
+            command.append(f"{option}={Path(value).resolve() if attr in PATHS else value}")
     command += [f"--model={declaration}" for declaration in args.model or ()]
-    if args.imgsz:
-        command.append(f"--imgsz={args.imgsz}")
-    if args.nc:
-        command.append(f"--nc={args.nc}")
-    if args.triton_image:
-        command.append(f"--triton-image={args.triton_image}")
-    if args.triton_url:
-        command.append(f"--triton-url={args.triton_url}")
     return command + list(args.pytest_args)
 
 
