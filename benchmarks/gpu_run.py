@@ -21,6 +21,7 @@ Stages (in this order; `--stages` picks a subset):
   raw_cN       yolo_raw, one letterboxed FP32 [1,3,640,640] image per request
   fidelity     our HTTP generator vs wrk (carried, .gpu/wrk.tar.xz) on yolo_raw at 64 connections: the ratio
   e2e_poisson  open loop, Poisson arrivals at --poisson-fraction of the best closed-loop e2e throughput
+  lifecycle    pytest suites/lifecycle on the GPU build (stress 45 s): request counts, 0 failed expected
   engine       the limit: TorchEngine alone on pre-batched device tensors (no transport, no Python backend),
                images/s per batch size, node by node ("interpreted"), through the shape plan, and as CUDA
                graphs (what the served model runs); the numpy-in/numpy-out path; conv FLOPs per image
@@ -548,6 +549,24 @@ def stage_fidelity(ctx: Context, model: str = "yolo_raw", concurrency: int = 64)
             "wrk": {**theirs.to_dict(), "threads": 4}, "fidelity_ratio": _r(ratio, 4), "within_5_percent": abs(ratio - 1) <= 0.05}
 
 
+def stage_lifecycle(ctx: Context) -> dict:
+    """Issue 9's traffic volume where the model is fast: `pytest suites/lifecycle` on the GPU build of the
+    reference repository (its own server, explicit model control), the per-test request table kept."""
+    if ctx.built is None:
+        raise RuntimeError("no repository: the build stage failed")
+    report = ctx.args.out / "lifecycle"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pytest", "suites/lifecycle", "-q", "-p", "no:cacheprovider",
+                           f"--repo={ctx.built}", f"--report-dir={report}", "--lifecycle-stress-s=45"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=420)
+    rows = json.loads((report / "lifecycle.json").read_text()) if (report / "lifecycle.json").exists() else []
+    tail = (done.stdout + done.stderr).strip().splitlines()
+    hot = [r for r in rows if "stress" not in r["test"]]
+    return {"returncode": done.returncode, "seconds": round(time.monotonic() - started, 1), "summary": tail[-1] if tail else "",
+            "requests": sum(r.get("sent", 0) for r in rows), "failed": sum(r.get("failed", 0) for r in rows),
+            "hot_reload_requests": sum(r.get("sent", 0) for r in hot), "tests": rows, "tail": tail[-30:]}
+
+
 # ---- engine alone ------------------------------------------------------------------------------------
 
 def _graph_forward(engine, x, convs: list | None = None):
@@ -820,6 +839,7 @@ def main(argv=None) -> int:
                 stage("e2e_poisson", load_budget, stage_load, ctx, "yolo_e2e", mode="poisson", rate=rate, min_s=load_budget - 40)
         if ctx.server is not None:
             rec.stage("server_stop", 60, stage_server_stop, ctx, min_s=0)
+        stage("lifecycle", 440, stage_lifecycle, ctx, min_s=300)
         stage("engine", 150, stage_engine, ctx, min_s=20)
         if (rec.data["stages"].get("engine") or {}).get("status") == "ok":
             rec.data["stages"].pop("engine_partial", None)  # kept when the stage timed out: what it measured
