@@ -558,7 +558,7 @@ def stage_lifecycle(ctx: Context) -> dict:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest", "suites/lifecycle", "-q", "-p", "no:cacheprovider",
                            f"--repo={ctx.built}", f"--report-dir={report}", "--lifecycle-stress-s=45"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=420)
+                          cwd=ROOT, capture_output=True, text=True, timeout=320)
     rows = json.loads((report / "lifecycle.json").read_text()) if (report / "lifecycle.json").exists() else []
     tail = (done.stdout + done.stderr).strip().splitlines()
     hot = [r for r in rows if "stress" not in r["test"]]
@@ -839,7 +839,7 @@ def main(argv=None) -> int:
                 stage("e2e_poisson", load_budget, stage_load, ctx, "yolo_e2e", mode="poisson", rate=rate, min_s=load_budget - 40)
         if ctx.server is not None:
             rec.stage("server_stop", 60, stage_server_stop, ctx, min_s=0)
-        stage("lifecycle", 440, stage_lifecycle, ctx, min_s=300)
+        stage("lifecycle", 330, stage_lifecycle, ctx, min_s=200)
         stage("engine", 150, stage_engine, ctx, min_s=20)
         if (rec.data["stages"].get("engine") or {}).get("status") == "ok":
             rec.data["stages"].pop("engine_partial", None)  # kept when the stage timed out: what it measured

