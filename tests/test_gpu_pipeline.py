@@ -143,11 +143,14 @@ def test_cuda_graphs_replay_the_plan(fp32_engine):
     path, _ = fp32_engine
     engine = TorchEngine(path, precision="fp16")
     assert engine.capture([1, 4], (640, 640)) == [1, 4]
-    x = torch.rand(3, 3, 640, 640, device="cuda", dtype=torch.float16)
+    x = torch.rand(4, 3, 640, 640, device="cuda", dtype=torch.float16)
     plain = engine.plan(tuple(x.shape)).run(engine._layout(x)).float()
-    graphed = engine.forward(x)  # padded into the batch-4 graph: other cuDNN kernels than batch 3
-    assert graphed.shape == plain.shape
-    torch.testing.assert_close(graphed, plain, rtol=4e-3, atol=0.02)  # fp16: 0.5 px steps at 512-1024 px
+    torch.testing.assert_close(engine.forward(x), plain, rtol=2e-3, atol=1e-2)  # the same kernels, replayed
+    padded = engine.forward(x[:3])  # padded into the batch-4 graph
+    reference = engine.plan((3, 3, 640, 640)).run(engine._layout(x[:3])).float()
+    assert padded.shape == reference.shape
+    # batch 3 alone may get other cuDNN kernels than batch 4: FP16 steps (0.125 at 100-200 px, 0.5 at 600)
+    torch.testing.assert_close(padded, reference, rtol=1e-2, atol=0.25)
     again = engine.forward(x[:1])
     assert (again - engine.forward(x[:1])).abs().max().item() == 0
 
