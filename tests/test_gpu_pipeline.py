@@ -40,7 +40,8 @@ def test_nms_gives_the_numpy_answer_exactly(seed):
     rng = np.random.default_rng(seed)
     raw = random_raw(rng, 4)
     conf, iou, max_det = [0.25, 0.5, 0.05, 0.99], [0.7, 0.45, 0.3, 0.7], [300, 40, 7, 300]
-    got, num = decode_batch(torch.from_numpy(raw), torch.tensor(conf), torch.tensor(iou), torch.tensor(max_det), rows=300)
+    got, num = decode_batch(torch.from_numpy(raw), torch.tensor(conf), torch.tensor(iou, dtype=torch.float64),
+                            torch.tensor(max_det), rows=300)
     for i in range(len(raw)):
         want, want_num = numpy_decode(raw[i: i + 1], conf[i], iou[i], max_det[i])
         assert int(num[i]) == int(want_num[0]), f"image {i}: {int(num[i])} kept, numpy keeps {int(want_num[0])}"
@@ -48,11 +49,22 @@ def test_nms_gives_the_numpy_answer_exactly(seed):
         assert (got[i, max_det[i]:] == -1).all(), f"image {i}: rows past max_det are not padding"
 
 
+def test_nms_keeps_a_pair_at_exactly_the_iou_threshold():
+    """IoU([0,0,10,1], [0,0,7,1]) is exactly 0.7: numpy keeps both (suppression is strict)."""
+    raw = np.zeros((1, 5, 2), np.float32)
+    raw[0, :4, 0], raw[0, :4, 1] = (5, 0.5, 10, 1), (3.5, 0.5, 7, 1)
+    raw[0, 4] = (0.9, 0.8)
+    got, num = decode_batch(torch.from_numpy(raw), torch.tensor([0.25]), torch.tensor([0.7], dtype=torch.float64),
+                            torch.tensor([300]), rows=300)
+    want, want_num = numpy_decode(raw, 0.25, 0.7, 300)
+    assert int(want_num[0]) == 2 and int(num[0]) == 2
+
+
 def test_nms_truncates_candidates_like_numpy():
     from harness.vision.decode import decode_image
 
     raw = random_raw(np.random.default_rng(9), 1, anchors=2000)
-    got, num = decode_batch(torch.from_numpy(raw), torch.tensor([0.0]), torch.tensor([0.6]), torch.tensor([300]),
+    got, num = decode_batch(torch.from_numpy(raw), torch.tensor([0.0]), torch.tensor([0.6], dtype=torch.float64), torch.tensor([300]),
                             rows=300, max_nms=50)
     want = decode_image(raw[0], 0.0, 0.6, 300, max_nms=50)
     assert int(num[0]) == len(want)
@@ -61,7 +73,7 @@ def test_nms_truncates_candidates_like_numpy():
 
 def test_nothing_above_conf_gives_padding_only():
     raw = random_raw(np.random.default_rng(1), 2)
-    got, num = decode_batch(torch.from_numpy(raw), torch.tensor([1.0, 1.0]), torch.tensor([0.7, 0.7]),
+    got, num = decode_batch(torch.from_numpy(raw), torch.tensor([1.0, 1.0]), torch.tensor([0.7, 0.7], dtype=torch.float64),
                             torch.tensor([300, 300]), rows=300)
     assert num.tolist() == [0, 0] and (got == -1).all()
 

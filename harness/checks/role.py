@@ -38,6 +38,9 @@ def _contract_problem(config, role: str) -> str | None:
 
 
 def _size_problems(config, manifest) -> list[str]:
+    if not config.output or len(config.output[0].dims) < 2:
+        return [f"nc = {manifest.nc} is declared, but there is no [4 + nc, anchors] output: "
+                f"{[(o.name, list(o.dims)) for o in config.output]}"] if manifest.nc else []
     first, out = config.input[0], config.output[0]
     problems = []
     spatial = [d for d in first.dims[-2:] if d > 0]

@@ -54,7 +54,8 @@ def greedy_keep(boxes, valid, iou):
 
 
 def decode_batch(raw, conf, iou, max_det, rows: int, agnostic: bool = False, max_nms: int = MAX_NMS):
-    """raw [N, 4 + nc, anchors] float tensor; conf, iou [N] float, max_det [N] int (each <= rows) ->
+    """raw [N, 4 + nc, anchors] float tensor; conf [N] float32, iou [N] float64 (a float32 0.7 is below
+    0.7 and would suppress a pair at exactly 0.7 that numpy keeps), max_det [N] int (each <= rows) ->
     (detections [N, rows, 6] float32 in input pixels, padded with -1; num_detections [N] int32)."""
     raw = raw.float()
     n, device = raw.shape[0], raw.device

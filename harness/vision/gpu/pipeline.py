@@ -45,7 +45,10 @@ class DevicePipeline:
     def _detect(self, jobs: Sequence[Job]) -> list:
         results: list = [None] * len(jobs)
         flat = [blob for job in jobs for blob in job.blobs]
-        decoded = decode_images(flat, "cpu" if self.stream is None else self.device, self.max_pixels)
+        try:
+            decoded = decode_images(flat, "cpu" if self.stream is None else self.device, self.max_pixels)
+        except Exception as error:  # noqa: BLE001 -- a decoder fault (not a bad image) fails this batch only
+            return [RuntimeError(f"image decoding failed on a batch of {len(flat)}: {error}") for _ in jobs]
         images, owners, start = [], [], 0
         for index, job in enumerate(jobs):
             mine = decoded[start: start + len(job.blobs)]
@@ -76,9 +79,10 @@ class DevicePipeline:
 
     def _run(self, images, jobs):
         per_image = [(job.conf, job.iou, job.max_det) for job in jobs for _ in job.blobs]
-        conf, iou, max_det = (torch.tensor(column, device=self.device) for column in zip(*per_image))
+        conf, iou, max_det = (torch.tensor(column, dtype=dtype, device=self.device)
+                              for column, dtype in zip(zip(*per_image), (torch.float32, torch.float64, torch.int64)))
         batch, metas = self.letterbox.batch(images)
         raw = self.engine.forward(batch)
-        detections, num = decode_batch(raw, conf.float(), iou.float(), max_det, self.rows)
+        detections, num = decode_batch(raw, conf, iou, max_det, self.rows)  # iou in float64, as numpy compares it
         detections = self.letterbox.restore(detections.contiguous(), num, metas)
         return detections.cpu(), num.cpu()
