@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from harness.accuracy.served import E2E, RAW, model_kind
 from harness.checks.findings import Finding, NotApplicable
-from harness.checks.model import ModelEntry
+from harness.checks.model import ModelEntry, list_models, load_entry
 from harness.repository.config import CONFIG_NAME
 
 CHECK = "role"
@@ -50,6 +50,17 @@ def _size_problems(config, manifest) -> list[str]:
         problems.append(f"output {out.name!r} dims {list(out.dims)}: {out.dims[-2]} rows, but nc = {manifest.nc} "
                         f"means 4 + {manifest.nc} = {4 + manifest.nc}")
     return problems
+
+
+def ensemble_steps(repository) -> dict[str, list[str]]:
+    """Step model name -> the ensembles of the repository that schedule it."""
+    steps: dict[str, list[str]] = {}
+    for name in list_models(repository):
+        config = load_entry(repository, name).config
+        if config is not None and config.platform == "ensemble":
+            for step in config.ensemble_scheduling.step:
+                steps.setdefault(step.model_name, []).append(name)
+    return steps
 
 
 def check_role(entry: ModelEntry, manifest, ensembles: dict[str, list[str]]) -> list[Finding]:

@@ -23,10 +23,9 @@ class TritonPythonModel:
             raise serving.ConfigParameterError(
                 f"config.pbtxt declares input {self.input_name!r} / output {self.output_name!r}, "
                 f"the model file has inputs {names[0]} / outputs {names[1]}")
-        graphs = []
-        if serving.on_device(self.engine) and serving.graph_batch_sizes(params):
-            spatial = tuple(int(d) for d in config["input"][0]["dims"][1:])
-            graphs = self.engine.capture(serving.graph_batch_sizes(params), spatial)
+        graphs = serving.graph_batch_sizes(params) if serving.on_device(self.engine) else []
+        if graphs:
+            graphs = self.engine.capture(graphs, tuple(int(d) for d in config["input"][0]["dims"][1:]))
         pb_utils.Logger.log_info(f"yolo_raw instance {args['model_instance_name']}: {self.engine.name} "
                                  f"{self.engine.precision} on {self.engine.device}, CUDA graphs {graphs or 'none'}")
 
