@@ -22,9 +22,14 @@ Stages (in this order; `--stages` picks a subset):
   fidelity     our HTTP generator vs wrk (carried, .gpu/wrk.tar.xz) on yolo_raw at 64 connections: the ratio
   e2e_poisson  open loop, Poisson arrivals at --poisson-fraction of the best closed-loop e2e throughput
   lifecycle    pytest suites/lifecycle on the GPU build (stress 45 s): request counts, 0 failed expected
+  pipeline     yolo_e2e's DevicePipeline locally, per batch size: header check, nvJPEG decode, letterbox,
+               engine, NMS, restore + copy out, each synchronised and timed, and the whole detect()
+  reload_V     yolo_e2e loaded again with a config override (--variants: iN = N instances, cN = N
+               instances with torch_compile), then vV_cN: the closed loop on it at --variant-concurrency
   engine       the limit: TorchEngine alone on pre-batched device tensors (no transport, no Python backend),
                images/s per batch size, node by node ("interpreted"), through the shape plan, and as CUDA
-               graphs (what the served model runs); the numpy-in/numpy-out path; conv FLOPs per image
+               graphs (what the served model runs), with --engine-compile also torch.compile'd plans as CUDA
+               graphs (compile time, difference from eager); the numpy-in/numpy-out path; conv FLOPs per image
   fp16_vs_fp32 TorchEngine (FP16 on GPU) vs ONNX Runtime FP32 on the eval set: raw-output error statistics
                (box rows in pixels, score rows) and COCO mAP of both (harness.metrics.coco)
 
@@ -38,6 +43,7 @@ benchmarks/README.md. Locally, a smoke run on CPU:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -204,6 +210,7 @@ class Context:
         self.best_e2e = 0.0
         self.load_points: dict[str, dict] = {}
         self.evalset = None  # the EvalSet of the accuracy stage
+        self.e2e_config: dict | None = None  # yolo_e2e's config as built, before any variant reload
 
 
 def stage_build(ctx: Context) -> dict:
@@ -567,6 +574,107 @@ def stage_lifecycle(ctx: Context) -> dict:
             "hot_reload_requests": sum(r.get("sent", 0) for r in hot), "tests": rows, "tail": tail[-30:]}
 
 
+# ---- inside one instance: where a batch's time goes ---------------------------------------------------
+
+def stage_pipeline(ctx: Context) -> dict:
+    """yolo_e2e's DevicePipeline run locally (no Triton, no stub) on batches of the load test's JPEG, each
+    step synchronised and timed on its own, then the whole `detect` as the served model calls it: with
+    compute_infer from the load stages this splits a served batch into header check, nvJPEG decode,
+    letterbox, engine, NMS, restore + copy out, and what the Python backend adds around them."""
+    import torch
+
+    from harness.reference.configs import Target
+    from harness.vision.gpu.decode import decode_batch
+    from harness.vision.gpu.image import _nvjpeg_ok, decode_images
+    from harness.vision.gpu.pipeline import DevicePipeline
+    from harness.vision.image import DEFAULT_MAX_PIXELS
+    from harness.vision.pipeline import Job
+
+    if ctx.engine_model is None:
+        raise RuntimeError("no model: the build stage failed")
+    a = ctx.args
+    target = Target(imgsz=a.imgsz)
+    batches = sorted(b for b in a.engine_batches if b > 1)
+    engine = _engine(ctx, compile_mode=a.pipeline_compile or None)
+    started = time.monotonic()
+    pipeline = DevicePipeline(engine, a.imgsz, max(batches), target.max_det, graph_batches=batches)
+    out: dict = {"pipeline": pipeline.describe(), "setup_s": _r(time.monotonic() - started, 1),
+                 "compile_mode": a.pipeline_compile or None, "batches": {}}
+    payload, out["payload"] = _e2e_payload()
+    blob = payload.tensors[0].array.reshape(-1)[0]
+    dev = engine.device
+
+    def sync():
+        if pipeline.stream is not None:
+            torch.cuda.synchronize()
+
+    def clock(fn, repeats: int) -> tuple[float, object]:
+        sync()
+        times, result = [], None
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            result = fn()
+            sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return float(np.median(times)), result
+
+    for batch in batches:
+        blobs = [blob] * batch
+        jobs = [Job(np.array([blob], dtype=np.object_), target.conf, target.iou, target.max_det) for _ in range(batch)]
+        conf = torch.full((batch,), target.conf, device=dev)
+        iou = torch.full((batch,), target.iou, dtype=torch.float64, device=dev)
+        max_det = torch.full((batch,), target.max_det, dtype=torch.int64, device=dev)
+        repeats = max(5, min(50, int(a.pipeline_seconds * 1e3 / batch)))
+        with torch.inference_mode(), (torch.cuda.stream(pipeline.stream) if pipeline.stream else contextlib.nullcontext()):
+            for _ in range(3):
+                pipeline.detect(jobs)
+            steps: dict = {}
+            steps["header_check"], _ = clock(lambda: [_nvjpeg_ok(b, DEFAULT_MAX_PIXELS) for b in blobs], repeats)
+            steps["decode"], images = clock(lambda: decode_images(blobs, dev), repeats)
+            steps["letterbox"], (tensor, metas) = clock(lambda: pipeline.letterbox.batch(images), repeats)
+            steps["engine"], raw = clock(lambda: engine.forward(tensor), repeats)
+            steps["nms"], (det, num) = clock(lambda: decode_batch(raw, conf, iou, max_det, target.max_det), repeats)
+            steps["restore_copy_out"], _ = clock(
+                lambda: (pipeline.letterbox.restore(det.clone(), num, metas).cpu(), num.cpu()), repeats)
+            detect_ms, _ = clock(lambda: pipeline.detect(jobs), repeats)
+        row = {k: _r(v, 3) for k, v in steps.items()}
+        row["sum_of_steps_ms"] = _r(sum(steps.values()) - steps["header_check"], 3)  # decode includes the header check
+        row["detect_ms"] = _r(detect_ms, 3)
+        row["detect_images_per_s"] = _r(batch / detect_ms * 1e3, 1)
+        row["engine_share"] = _r(steps["engine"] / detect_ms, 3)
+        row["repeats"] = repeats
+        out["batches"][str(batch)] = row
+        print(f"  pipeline batch {batch}: {row}", flush=True)
+    return out
+
+
+def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_batches: list[int] | None) -> dict:
+    """Load yolo_e2e again with a config override (Triton's load API): instance count, torch_compile,
+    cuda_graph_batches. The first call remembers the built config; each variant starts from it."""
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(ctx.grpc)
+    try:
+        if ctx.e2e_config is None:
+            ctx.e2e_config = client.get_model_config("yolo_e2e", as_json=True)["config"]
+        config = json.loads(json.dumps(ctx.e2e_config))
+        config["instance_group"] = [{**config["instance_group"][0], "count": instances}]
+        params = config.setdefault("parameters", {})
+        if compile_mode:
+            params["torch_compile"] = {"string_value": compile_mode}
+        if graph_batches:
+            params["cuda_graph_batches"] = {"string_value": ",".join(str(b) for b in graph_batches)}
+        started = time.monotonic()
+        client.load_model("yolo_e2e", config=json.dumps(config))
+        load_s = time.monotonic() - started
+        served = client.get_model_config("yolo_e2e", as_json=True)["config"]
+    finally:
+        client.close()
+    return {"instances": instances, "torch_compile": compile_mode, "cuda_graph_batches": graph_batches,
+            "load_s": _r(load_s, 1), "served_instance_group": served.get("instance_group"),
+            "served_parameters": {k: v.get("string_value") for k, v in served.get("parameters", {}).items()}}
+
+
 # ---- engine alone ------------------------------------------------------------------------------------
 
 def _graph_forward(engine, x, convs: list | None = None):
@@ -586,11 +694,42 @@ def _graph_forward(engine, x, convs: list | None = None):
     return values[engine.signature.outputs[0].name]
 
 
-def _engine(ctx: Context):
+def _engine(ctx: Context, compile_mode: str | None = None):
     from harness.engines.torch_engine import TorchEngine
 
     gpu = ctx.args.device == "gpu"
-    return TorchEngine(ctx.engine_model, device="cuda:0" if gpu else "cpu", precision="fp16" if gpu else "fp32")
+    return TorchEngine(ctx.engine_model, device="cuda:0" if gpu else "cpu", precision="fp16" if gpu else "fp32",
+                       compile_mode=compile_mode)
+
+
+def _compiled_engine(ctx: Context, eager, mode: str, batches: list[int], size: int) -> dict:
+    """The engine with its shape plans through torch.compile (inductor), captured as CUDA graphs: the
+    compile time per batch size, and the largest difference from the eager plan's output."""
+    import torch
+
+    engine = _engine(ctx, compile_mode=mode)
+    info: dict = {"mode": mode, "compile_s": {}, "max_abs_diff_vs_eager": {}}
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except Exception as error:  # noqa: BLE001
+        info["triton"] = f"not importable: {type(error).__name__}: {error}"
+    for batch in sorted(batches, reverse=True):
+        started = time.monotonic()
+        try:
+            engine.capture([batch], (size, size))
+        except Exception as error:  # noqa: BLE001 -- recorded: the eager variants are still measured
+            info["error"] = f"batch {batch}: {type(error).__name__}: {error}"[:3000]
+            info["traceback"] = traceback.format_exc(limit=20)[-5000:]
+            return info
+        info["compile_s"][str(batch)] = _r(time.monotonic() - started, 1)
+        x = torch.rand(batch, 3, size, size, device=engine.device, dtype=engine.compute_dtype)
+        with torch.inference_mode():
+            info["max_abs_diff_vs_eager"][str(batch)] = _r((engine.forward(x) - eager.forward(x)).abs().max().item(), 4)
+        print(f"  compiled batch {batch}: {info['compile_s'][str(batch)]} s, diff {info['max_abs_diff_vs_eager'][str(batch)]}", flush=True)
+    info["engine"] = engine
+    return info
 
 
 def stage_engine(ctx: Context) -> dict:
@@ -635,6 +774,10 @@ def stage_engine(ctx: Context) -> dict:
         captured = engine.capture(a.engine_batches, (size, size))
         out["cuda_graph_batches"] = captured
         variants["cuda_graph"] = engine.forward
+        if a.engine_compile:
+            out["compiled"] = _compiled_engine(ctx, engine, a.engine_compile, a.engine_batches, size)
+            if out["compiled"].get("engine") is not None:
+                variants["compiled_cuda_graph"] = out["compiled"].pop("engine").forward
     for variant, fn in variants.items():
         table = {}
         for batch in a.engine_batches:
@@ -784,6 +927,14 @@ def parse_args(argv=None):
     p.add_argument("--eval-images", type=int, default=0, help="images for fp16_vs_fp32 (0 = the whole eval set)")
     p.add_argument("--startup-timeout", type=float, default=240)
     p.add_argument("--deadline-s", type=float, default=480, help="the whole run; stages past it are skipped")
+    p.add_argument("--pipeline-seconds", type=float, default=1.0, help="per step and batch size in the pipeline stage")
+    p.add_argument("--pipeline-compile", default="", help="torch.compile mode for the pipeline stage's engine ('' = eager)")
+    p.add_argument("--engine-compile", default="", help="torch.compile mode measured in the engine stage ('' = not measured)")
+    p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=[],
+                   help="yolo_e2e reloaded with: iN = N instances, cN = N instances with torch_compile=default")
+    p.add_argument("--variant-concurrency", type=_ints, default=[64, 128, 256])
+    p.add_argument("--compile-graph-batches", type=_ints, default=[8, 16, 32, 64],
+                   help="cuda_graph_batches of the compiled variants (one compile per size per instance at load)")
     p.add_argument("--stages", default="", help="comma list of stage names/prefixes to run (default all)")
     return p.parse_args(argv)
 
@@ -821,6 +972,7 @@ def main(argv=None) -> int:
         stage("env", 60, stage_env, args)
         stage("unit", 240, stage_unit, ctx, min_s=30)
         stage("build", 180, stage_build, ctx, min_s=20)
+        stage("pipeline", 120 + (240 if args.pipeline_compile else 0), stage_pipeline, ctx, min_s=30)
         if want("server") or any(want(p) for p in ("accuracy", "e2e", "raw", "unbatched")):
             rec.stage("server", args.startup_timeout + 30, stage_server, ctx, min_s=60)
             rec.data["summary"] = summarise(rec.data)
@@ -837,10 +989,17 @@ def main(argv=None) -> int:
             if args.poisson_fraction > 0 and ctx.best_e2e > 0:
                 rate = round(ctx.best_e2e * args.poisson_fraction, 1)
                 stage("e2e_poisson", load_budget, stage_load, ctx, "yolo_e2e", mode="poisson", rate=rate, min_s=load_budget - 40)
+            for variant in args.variants:
+                instances, compiled = int(variant[1:]), variant[0] == "c"
+                if stage(f"reload_{variant}", 420 if compiled else 120, _reload_e2e, ctx, instances,
+                         "default" if compiled else None, args.compile_graph_batches if compiled else None, min_s=30) is None:
+                    continue
+                for c in args.variant_concurrency:
+                    stage(f"v{variant}_c{c}", load_budget, stage_load, ctx, "yolo_e2e", concurrency=c, min_s=load_budget - 40)
         if ctx.server is not None:
             rec.stage("server_stop", 60, stage_server_stop, ctx, min_s=0)
         stage("lifecycle", 330, stage_lifecycle, ctx, min_s=200)
-        stage("engine", 150, stage_engine, ctx, min_s=20)
+        stage("engine", 150 + (360 if args.engine_compile else 0), stage_engine, ctx, min_s=20)
         if (rec.data["stages"].get("engine") or {}).get("status") == "ok":
             rec.data["stages"].pop("engine_partial", None)  # kept when the stage timed out: what it measured
         stage("fp16_vs_fp32", 150, stage_fp16_vs_fp32, ctx, min_s=20)

@@ -167,6 +167,42 @@ def test_cuda_graphs_replay_the_plan(fp32_engine):
     assert (again - engine.forward(x[:1])).abs().max().item() == 0
 
 
+def test_shape_plan_binds_shape_operands_as_host_lists(fp32_engine):
+    """What lets a plan replay in a CUDA graph and trace in torch.compile without a graph break: no
+    shape, size or axis operand is a tensor."""
+    from harness.engines.torch_engine import HOST_ARGS
+
+    _, engine = fp32_engine
+    plan = engine.plan((1, 3, 64, 64))
+    ops = {fn: op for op, fn in engine._ops.items()}
+    shaped = [(ops[fn], value) for fn, _, bound, _, _ in plan.steps for position, (name, value) in enumerate(bound)
+              if name is None and value is not None and position in HOST_ARGS.get(ops[fn], ())]
+    assert {op for op, _ in shaped} >= {"Reshape", "Split"}  # what a YOLO head spells with shape operands
+    assert all(isinstance(value, list) for _, value in shaped), [op for op, v in shaped if not isinstance(v, list)]
+
+
+def test_compile_mode_is_checked_before_anything_compiles(fp32_engine):
+    from harness.engines.torch_engine import TorchEngine
+
+    path, _ = fp32_engine
+    with pytest.raises(ValueError, match="compile_mode must be one of"):
+        TorchEngine(path, device="cpu", precision="fp32", compile_mode="reduce-overhead")
+
+
+@needs_cuda
+def test_compiled_plan_replays_as_a_cuda_graph(fp32_engine):
+    """torch.compile'd plans under our CUDA graphs: the same answer as the eager plan, within FP16."""
+    from harness.engines.torch_engine import TorchEngine
+
+    path, _ = fp32_engine
+    eager = TorchEngine(path, precision="fp16")
+    compiled = TorchEngine(path, precision="fp16", compile_mode="default")
+    assert compiled.capture([2], (320, 320)) == [2]
+    x = torch.rand(2, 3, 320, 320, device="cuda", dtype=torch.float16)
+    reference = eager.plan(tuple(x.shape)).run(eager._layout(x)).float()
+    torch.testing.assert_close(compiled.forward(x), reference, rtol=1e-2, atol=0.25)
+
+
 @needs_cuda
 def test_device_pipeline_on_cuda_matches_cpu(fp32_engine):
     """nvJPEG + FP16 on the GPU against libjpeg + FP32 on CPU through the same pipeline code: the same

@@ -54,7 +54,7 @@ def _ops(torch) -> dict[str, Callable]:
     }
 
     def ints(t) -> list[int]:
-        return [int(v) for v in t.reshape(-1).tolist()]
+        return [int(v) for v in _host_list(t)]
 
     def conv(a, x, w, b=None):
         pad = _pads_2d(a.get("pads", [0, 0, 0, 0]))
@@ -72,9 +72,9 @@ def _ops(torch) -> dict[str, Callable]:
         mode = mode.decode() if isinstance(mode, bytes) else mode
         if mode != "nearest":
             raise NotImplementedError(f"Resize mode {mode}")
-        if sizes is not None and sizes.numel():
+        if sizes is not None and _host_list(sizes):
             return F.interpolate(x, size=ints(sizes)[2:], mode="nearest")
-        return F.interpolate(x, scale_factor=[float(s) for s in scales.tolist()[2:]], mode="nearest")
+        return F.interpolate(x, scale_factor=[float(s) for s in _host_list(scales)[2:]], mode="nearest")
 
     def reshape(a, x, shape):
         dims = ints(shape)
@@ -183,8 +183,19 @@ def _ops(torch) -> dict[str, Callable]:
     }
 
 
-# Operands an op reads on the host (shapes, sizes, axes, scales). A shape plan keeps them as CPU tensors,
-# so a forward pass never waits on the GPU for a shape and can be captured in a CUDA graph.
+def _host_list(value) -> list:
+    """A shape-like operand as a Python list: a shape plan binds them as lists already, the node-by-node
+    path hands tensors."""
+    return value if isinstance(value, list) else value.reshape(-1).tolist()
+
+
+# torch.compile modes a shape plan may be compiled with. "reduce-overhead" is not one: it records CUDA
+# graphs of its own, and `capture` records ours around the compiled code.
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+
+# Operands an op reads on the host (shapes, sizes, axes, scales). A shape plan binds them as Python lists,
+# so a forward pass never waits on the GPU for a shape, can be captured in a CUDA graph, and traces
+# (torch.compile) without a graph break.
 HOST_ARGS = {"Reshape": (1,), "Slice": (1, 2, 3, 4), "Split": (1,), "Resize": (1, 2, 3), "Expand": (1,),
              "Unsqueeze": (1,), "Squeeze": (1,)}
 
@@ -227,9 +238,10 @@ class _ShapePlan:
                     bound.append((name, None))
                 else:
                     value = values[name]
-                    bound.append((None, value.cpu() if position in HOST_ARGS.get(op_type, ()) else value))
+                    bound.append((None, _host_list(value) if position in HOST_ARGS.get(op_type, ()) else value))
             done = [n for n in set(in_names) if n in dynamic and last_use.get(n) == index and n != self.output_name]
             self.steps.append((engine._ops[op_type], attrs, bound, out_names, done))
+        self.runner = engine._compile(self.run) if engine.compile_mode else self.run
 
     def run(self, x):
         values = {self.input_name: x}
@@ -275,10 +287,14 @@ class TorchEngine:
     `forward` takes and returns device tensors (what the GPU pipeline and dlpack hand over); `infer` is
     the numpy interface every engine has. On CUDA the graph runs channels-last (cuDNN's fast layout for
     fp16 convolutions) and `capture(batch_sizes)` records one CUDA graph per batch size: a batch is then
-    one graph launch instead of ~250 kernel launches from Python, padded up to the next captured size."""
+    one graph launch instead of ~250 kernel launches from Python, padded up to the next captured size.
+
+    `compile_mode` (one of COMPILE_MODES) runs each shape plan through torch.compile (inductor): the
+    plan's straight-line torch calls trace as one graph, pointwise ops fuse around cuDNN's convolutions.
+    It costs a compile per input shape, paid at the first run of that shape (in `capture`, at load)."""
 
     def __init__(self, path: str | Path, *, device: str | None = None, precision: str = "fp16", name: str | None = None,
-                 channels_last: bool | None = None):
+                 channels_last: bool | None = None, compile_mode: str | None = None):
         torch = _torch()
         self.torch = torch
         if device is None:
@@ -289,12 +305,15 @@ class TorchEngine:
             raise EngineUnavailable(f"torch {torch.__version__}: no CUDA device visible")
         if precision not in ("fp32", "fp16"):
             raise ValueError(f"TorchEngine precision must be fp32 or fp16, got {precision!r}")
+        if compile_mode not in (None, *COMPILE_MODES):
+            raise ValueError(f"TorchEngine compile_mode must be one of {COMPILE_MODES} (or None), got {compile_mode!r}")
         if precision == "fp16" and device == "cpu":
             raise ValueError("fp16 on CPU is not what this engine measures: use device='cuda' or precision='fp32'")
         self.path = Path(path)
         self.name = name or f"{self.path.stem}-torch"
         self.device = device
         self.precision = precision
+        self.compile_mode = compile_mode
         self.channels_last = device.startswith("cuda") if channels_last is None else channels_last
         self._float = torch.float16 if precision == "fp16" else torch.float32
         model = onnx.load(str(self.path))
@@ -327,6 +346,14 @@ class TorchEngine:
         tensor = self.torch.from_numpy(np.array(array, copy=True)).to(self.device)  # ascontiguousarray would make 0-d arrays 1-d
         return tensor.to(self._float) if tensor.is_floating_point() else tensor
 
+    def _compile(self, run):
+        torch = self.torch
+        # dynamo keeps one compiled entry per plan under the same code object (_ShapePlan.run); the default
+        # limit (8) would silently send the ninth batch size back to eager
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        return torch.compile(run, fullgraph=True, dynamic=False,
+                             mode=None if self.compile_mode == "default" else self.compile_mode)
+
     @property
     def signature(self) -> Signature:
         return self._signature
@@ -358,12 +385,12 @@ class TorchEngine:
                 side = torch.cuda.Stream(self.device)
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
-                    for _ in range(3):  # cuDNN picks its algorithms and workspaces outside the capture
-                        plan.run(static_in)
+                    for _ in range(3):  # cuDNN (and inductor) pick algorithms and workspaces outside the capture
+                        plan.runner(static_in)
                 torch.cuda.current_stream().wait_stream(side)
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=self._pool):
-                    static_out = plan.run(static_in)
+                    static_out = plan.runner(static_in)
                 self._pool = graph.pool()
                 self._graphs[shape] = (graph, static_in, static_out)
         return sorted(b for b, *_ in self._graphs)
@@ -383,7 +410,7 @@ class TorchEngine:
                 return torch.cat([self.forward(x[i: i + sizes[-1]]) for i in range(0, n, sizes[-1])])
             fit = next((b for b in sizes if b >= n), None)
             if fit is None:
-                return self.plan(tuple(x.shape)).run(self._layout(x.to(self._float))).float()
+                return self.plan(tuple(x.shape)).runner(self._layout(x.to(self._float))).float()
             graph, static_in, static_out = self._graphs[(fit, *rest)]
             static_in[:n].copy_(x)
             if fit > n:

@@ -46,7 +46,7 @@ def instance_device(args: dict) -> str:
 
 
 def open_model_engine(args: dict, params: dict[str, str]):
-    """The engine named by the config (`runtime`, `model_file`, `precision`, `intra_op_threads`),
+    """The engine named by the config (`runtime`, `model_file`, `precision`, `torch_compile`, `intra_op_threads`),
     loaded from this version's folder onto this instance's device."""
     from harness.engines import open_engine
 
@@ -60,6 +60,13 @@ def open_model_engine(args: dict, params: dict[str, str]):
         options["intra_op_threads"] = required(params, "intra_op_threads", int)
     if runtime == "torch":
         options["precision"] = params.get("precision", "fp16")
+        if params.get("torch_compile"):
+            from harness.engines.torch_engine import COMPILE_MODES
+
+            if params["torch_compile"] not in COMPILE_MODES:
+                raise ConfigParameterError(f"config.pbtxt: parameter 'torch_compile'={params['torch_compile']!r} "
+                                           f"is not one of {COMPILE_MODES}")
+            options["compile_mode"] = params["torch_compile"]
     return open_engine(path, runtime=runtime, device=device, **options)
 
 
