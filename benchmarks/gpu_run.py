@@ -22,6 +22,8 @@ Stages (in this order; `--stages` picks a subset):
   fidelity     our HTTP generator vs wrk (carried, .gpu/wrk.tar.xz) on yolo_raw at 64 connections: the ratio
   e2e_poisson  open loop, Poisson arrivals at --poisson-fraction of the best closed-loop e2e throughput
   lifecycle    pytest suites/lifecycle on the GPU build (stress 45 s): request counts, 0 failed expected
+  profile      the engine at --profile-batch under torch.profiler: device time by kernel and by aten op with
+               input shapes; the stem convolution with 3 input channels vs padded to 4 and 8
   pipeline     yolo_e2e's DevicePipeline locally, per batch size: header check, nvJPEG decode, letterbox,
                engine, NMS, restore + copy out, each synchronised and timed, and the whole detect()
   reload_V     yolo_e2e loaded again with a config override (--variants: iN = N instances, cN = N
@@ -677,6 +679,82 @@ def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_ba
 
 # ---- engine alone ------------------------------------------------------------------------------------
 
+def _profile_rows(averages, limit: int) -> list[dict]:
+    """torch.profiler averages with device time, slowest first (attribute names moved across torch versions)."""
+    def device_us(row, which: str) -> float:
+        return float(getattr(row, f"{which}_device_time_total", None) or getattr(row, f"{which}_cuda_time_total", 0) or 0)
+
+    rows = [{"name": row.key[:140], "shapes": str(getattr(row, "input_shapes", "") or "")[:160], "count": row.count,
+             "device_ms": _r(device_us(row, "self") / 1e3, 3)} for row in averages if device_us(row, "self") > 0]
+    rows.sort(key=lambda r: -r["device_ms"])
+    return rows[:limit]
+
+
+def stage_profile(ctx: Context) -> dict:
+    """Where the engine's time goes at --profile-batch: one shape-plan forward under torch.profiler, by
+    kernel and by aten op with input shapes (the same kernels the CUDA graph replays), and the first
+    convolution alone with its input channels as given and padded to 4 and 8 (tensor-core convolution
+    kernels want C % 8 == 0; a YOLO stem has C = 3 on the largest activation)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    if ctx.engine_model is None:
+        raise RuntimeError("no model: the build stage failed")
+    a = ctx.args
+    engine = _engine(ctx)
+    batch, size = a.profile_batch, a.imgsz
+    shape = (batch, 3, size, size)
+    plan = engine.plan(shape)
+    gpu = engine.device.startswith("cuda")
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    x = engine._layout(torch.rand(shape, device=engine.device, dtype=engine.compute_dtype))
+    with torch.inference_mode():
+        for _ in range(3):
+            plan.run(x)
+        sync()
+        started = time.perf_counter()
+        for _ in range(5):
+            plan.run(x)
+        sync()
+        eager_ms = (time.perf_counter() - started) / 5 * 1e3
+        with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])], record_shapes=True) as prof:
+            for _ in range(2):
+                plan.run(x)
+            sync()
+    kernels = _profile_rows(prof.key_averages(), 40)
+    by_shape = [r for r in _profile_rows(prof.key_averages(group_by_input_shape=True), 400) if r["name"].startswith("aten::")][:40]
+    kernel_total = sum(r["device_ms"] for r in _profile_rows(prof.key_averages(), 10_000) if not r["name"].startswith("aten::"))
+    out: dict = {"batch": batch, "shape_plan_ms_per_batch": _r(eager_ms, 3), "steps": len(plan.steps),
+                 "profiled_forwards": 2, "kernel_ms_total": _r(kernel_total, 3), "kernels": kernels, "aten_by_shape": by_shape}
+    stem = next((node for node in engine._nodes if node[0] == "Conv"), None)
+    if stem is not None:
+        weight = engine._consts[stem[2][1]]
+        attrs = stem[1]
+        stride, pad = attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0])[:2]
+        stem_out: dict = {"weight": list(weight.shape), "stride": stride}
+        for channels in sorted({weight.shape[1], 4, 8}):
+            w = torch.zeros((weight.shape[0], channels, *weight.shape[2:]), device=engine.device, dtype=weight.dtype)
+            w[:, : weight.shape[1]] = weight
+            xi = torch.rand(batch, channels, size, size, device=engine.device, dtype=engine.compute_dtype)
+            for layout in ("channels_last", "nchw"):
+                xl = xi.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else xi
+                wl = w.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else w.contiguous()
+                with torch.inference_mode():
+                    for _ in range(3):
+                        F.conv2d(xl, wl, None, stride=stride, padding=pad)
+                    sync()
+                    started = time.perf_counter()
+                    for _ in range(20):
+                        F.conv2d(xl, wl, None, stride=stride, padding=pad)
+                    sync()
+                stem_out[f"c{channels}_{layout}_ms"] = _r((time.perf_counter() - started) / 20 * 1e3, 3)
+        out["stem_conv"] = stem_out
+    print(f"  profile batch {batch}: plan {eager_ms:.2f} ms; top kernels " +
+          "; ".join(f"{r['name'][:60]} {r['device_ms']}" for r in kernels[:8]), flush=True)
+    return out
+
+
 def _graph_forward(engine, x, convs: list | None = None):
     """TorchEngine's own node loop (same ops, same constants) on a device tensor: what infer() does minus
     the numpy -> device copy in and the device -> numpy copy out."""
@@ -929,6 +1007,7 @@ def parse_args(argv=None):
     p.add_argument("--deadline-s", type=float, default=480, help="the whole run; stages past it are skipped")
     p.add_argument("--pipeline-seconds", type=float, default=1.0, help="per step and batch size in the pipeline stage")
     p.add_argument("--pipeline-compile", default="", help="torch.compile mode for the pipeline stage's engine ('' = eager)")
+    p.add_argument("--profile-batch", type=int, default=64, help="batch size of the profile stage")
     p.add_argument("--engine-compile", default="", help="torch.compile mode measured in the engine stage ('' = not measured)")
     p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=[],
                    help="yolo_e2e reloaded with: iN = N instances, cN = N instances with torch_compile=default")
@@ -972,6 +1051,7 @@ def main(argv=None) -> int:
         stage("env", 60, stage_env, args)
         stage("unit", 240, stage_unit, ctx, min_s=30)
         stage("build", 180, stage_build, ctx, min_s=20)
+        stage("profile", 90, stage_profile, ctx, min_s=20)
         stage("pipeline", 120 + (240 if args.pipeline_compile else 0), stage_pipeline, ctx, min_s=30)
         if want("server") or any(want(p) for p in ("accuracy", "e2e", "raw", "unbatched")):
             rec.stage("server", args.startup_timeout + 30, stage_server, ctx, min_s=60)
