@@ -17,6 +17,10 @@ Stages (in this order; `--stages` picks a subset):
   e2e_cN       harness.load closed loop on yolo_e2e (one pre-encoded eval JPEG per request, gRPC): throughput,
                latency percentiles, average batch and histogram (statistics API), server-side split, GPU
                utilisation (nv_gpu_utilization sampled from the metrics endpoint during the run)
+  e2e_xK_cN    yolo_e2e with K images a request ([K, 1] BYTES, --images-per-request): images/s when the
+               per-request costs (gRPC, the Python backend's request handling) are shared by K images
+  echo_cN      the same on yts_null (an echo model, one CPU instance): requests/s the generator, Triton's gRPC
+               front end and a Python-backend model reach with no work in the model, the harness's own ceiling
   unbatched_cN the same on yolo_e2e__unbatched: the dynamic-batching gain at the same concurrency
   raw_cN       yolo_raw, one letterboxed FP32 [1,3,640,640] image per request
   fidelity     our HTTP generator vs wrk (carried, .gpu/wrk.tar.xz) on yolo_raw at 64 connections: the ratio
@@ -32,7 +36,7 @@ Stages (in this order; `--stages` picks a subset):
                images/s per batch size, node by node ("interpreted"), through the shape plan, and as CUDA
                graphs (what the served model runs), with --engine-compile also torch.compile'd plans as CUDA
                graphs (compile time, difference from eager); the numpy-in/numpy-out path; conv FLOPs per image
-  fp16_vs_fp32 TorchEngine (FP16 on GPU) vs ONNX Runtime FP32 on the eval set: raw-output error statistics
+  fp16_vs_fp32 TorchEngine (FP16 on GPU, torch.compile as yolo_e2e is served) vs ONNX Runtime FP32 on the eval set: raw-output error statistics
                (box rows in pixels, score rows) and COCO mAP of both (harness.metrics.coco)
 
 Usage on the GPU machine: see benchmarks/gpu_run.sh (venv with numpy 1.26 for the Python backend stub) and
@@ -66,6 +70,7 @@ import numpy as np  # noqa: E402
 EVAL_DIR = ROOT / "fixtures" / "shapes_eval"
 H200_FP16_DENSE_TFLOPS = 989.0  # H200 SXM datasheet, dense FP16/BF16 tensor core: an assumption, not a reading
 UNBATCHED = "yolo_e2e__unbatched"
+ECHO = "yts_null"  # harness.load.null_model: the generator's and the Python backend's own per-request ceiling
 
 
 class StageTimeout(Exception):
@@ -217,6 +222,7 @@ class Context:
 
 def stage_build(ctx: Context) -> dict:
     from harness.load.batching import write_unbatched_twin
+    from harness.load.null_model import write_null_model
     from harness.reference.build import build_reference_repository, manifest
     from harness.repository.config import read_config
     from harness.repository.scratch import scratch_copy
@@ -226,6 +232,7 @@ def stage_build(ctx: Context) -> dict:
     built_s = time.monotonic() - started
     ctx.repository = scratch_copy(ctx.built)
     write_unbatched_twin(ctx.repository, "yolo_e2e")
+    write_null_model(ctx.repository)
     ctx.engine_model = ctx.built / "yolo_e2e" / "1" / "model.onnx"
     record = manifest(ctx.built)
     configs = {}
@@ -251,7 +258,7 @@ def stage_server(ctx: Context) -> dict:
     if ctx.repository is None:
         raise RuntimeError("no repository: the build stage failed")
     gpu = ctx.args.device == "gpu"
-    settings = ServerSettings(repository=ctx.repository, load_models=("yolo_raw", "yolo_e2e", UNBATCHED),
+    settings = ServerSettings(repository=ctx.repository, load_models=("yolo_raw", "yolo_e2e", UNBATCHED, ECHO),
                               startup_timeout=float(ctx.args.startup_timeout), gpus=gpu,
                               log_dir=ctx.args.out / "logs",
                               extra_args=(("--metrics-interval-ms=500",) if gpu else ()))
@@ -384,17 +391,20 @@ def stage_accuracy(ctx: Context) -> dict:
 
 def _same_engine(ctx: Context, client, images) -> dict:
     """Issue 4's GPU criterion: the served yolo_e2e against a local run of the same device pipeline (nvJPEG,
-    device letterbox, TorchEngine FP16 with the served CUDA graphs, GPU NMS) on this GPU. Requests go one at a
+    device letterbox, TorchEngine FP16 compiled as the served config says, its CUDA graphs, GPU NMS) on this GPU. Requests go one at a
     time, so the server executes batch 1 like the local run (FP16 kernels differ by batch). `host_pipeline`
     compares the same engine behind the numpy/cv2 pipeline: what the GPU pre/post-processing changes."""
     from harness.engines import open_engine
-    from harness.reference.configs import Target
+    from harness.reference.serving import graph_batch_sizes
+    from harness.repository.config import read_config
     from harness.vision.gpu.pipeline import DevicePipeline
     from harness.vision.pipeline import DetectionPipeline, Job
 
-    engine = open_engine(ctx.engine_model, runtime="torch", device="cuda:0", precision="fp16")
-    target = Target(device="gpu", imgsz=ctx.args.imgsz)
-    device = DevicePipeline(engine, ctx.args.imgsz, target.max_batch_size, 300, graph_batches=target.graph_batch_sizes)
+    config = read_config(ctx.repository / "yolo_e2e")
+    params = {key: value.string_value for key, value in config.parameters.items()}
+    engine = open_engine(ctx.engine_model, runtime="torch", device="cuda:0", precision="fp16",
+                         compile_mode=params.get("torch_compile") or None)
+    device = DevicePipeline(engine, ctx.args.imgsz, config.max_batch_size, 300, graph_batches=graph_batch_sizes(params))
     host = DetectionPipeline(imgsz=ctx.args.imgsz, conf=0.25, iou=0.7, max_det=300)
     served, reference, host_rows = {}, {}, {}
     for image in images:
@@ -466,7 +476,7 @@ def _processes(concurrency: int, cap: int) -> int:
     return max(1, min(cap, concurrency // 4, concurrency))
 
 
-def _e2e_payload():
+def _e2e_payload(images: int = 1):
     from harness.accuracy.evalset import EvalSet
     from harness.load.payload import Payload, Tensor
 
@@ -475,8 +485,9 @@ def _e2e_payload():
 
     chosen = next((i for i in evalset.images if Image.open(i.path).size == (640, 480)), evalset.images[0])
     blob = chosen.encoded()
-    payload = Payload("yolo_e2e", (Tensor("images", "BYTES", np.array([[blob]], dtype=np.object_)),))
-    return payload, {"file": chosen.file_name, "size": list(Image.open(chosen.path).size), "jpeg_bytes": len(blob)}
+    payload = Payload("yolo_e2e", (Tensor("images", "BYTES", np.array([[blob]] * images, dtype=np.object_)),))
+    return payload, {"file": chosen.file_name, "size": list(Image.open(chosen.path).size), "jpeg_bytes": len(blob),
+                     "images_per_request": images}
 
 
 def _raw_payload(imgsz: int):
@@ -489,7 +500,8 @@ def _raw_payload(imgsz: int):
         {**info, "tensor": list(batch.shape), "request_bytes": int(batch.nbytes)}
 
 
-def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency: int = 1, rate: float = 0.0) -> dict:
+def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency: int = 1, rate: float = 0.0,
+               images: int = 1) -> dict:
     from harness.load.batching import batch_profile
     from harness.load.clients import ClientSpec
     from harness.load.generator import LoadSettings, run_load
@@ -500,8 +512,14 @@ def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency:
     a = ctx.args
     if model == "yolo_raw":
         payload, payload_info = _raw_payload(a.imgsz)
+    elif model == ECHO:
+        from harness.load.payload import payload_from_config
+        from harness.repository.config import read_config
+
+        payload = payload_from_config(read_config(ctx.repository / ECHO))
+        payload_info = {"request_bytes": payload.nbytes}
     else:
-        payload, payload_info = _e2e_payload()
+        payload, payload_info = _e2e_payload(images)
         if model != payload.model:
             payload = type(payload)(model, payload.tensors)
     if mode == "concurrency":
@@ -523,7 +541,7 @@ def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency:
     out = {
         "model": model, "mode": mode, "concurrency": concurrency if mode == "concurrency" else None,
         "rate": rate if mode != "concurrency" else None, "processes": settings.processes,
-        "throughput": _r(result.throughput, 2), "latency_ms": {k: _r(v, 3) for k, v in result.latency_ms.items()},
+        "throughput": _r(result.throughput, 2), "images_per_s": _r(result.throughput * images, 1), "latency_ms": {k: _r(v, 3) for k, v in result.latency_ms.items()},
         "completed": result.completed, "errors": result.errors, "error_messages": result.error_messages,
         "stable": result.stable, "windows": len(result.windows), "client_cpu": _r(result.client_cpu, 3),
         "late_sends": result.late_sends, "warnings": result.warnings, "batches": batches, "server_split_ms": server_split,
@@ -780,6 +798,15 @@ def _engine(ctx: Context, compile_mode: str | None = None):
                        compile_mode=compile_mode)
 
 
+def _served_compile_mode(ctx: Context) -> str | None:
+    """yolo_e2e's torch_compile as built for this device (None: eager)."""
+    from harness.repository.config import read_config
+
+    if ctx.repository is None or ctx.args.device != "gpu":
+        return None
+    return read_config(ctx.repository / "yolo_e2e").parameters["torch_compile"].string_value or None
+
+
 def _compiled_engine(ctx: Context, eager, mode: str, batches: list[int], size: int) -> dict:
     """The engine with its shape plans through torch.compile (inductor), captured as CUDA graphs: the
     compile time per batch size, and the largest difference from the eager plan's output."""
@@ -898,7 +925,8 @@ def stage_fp16_vs_fp32(ctx: Context) -> dict:
     evalset = EvalSet(EVAL_DIR, images_per_slice=(a.eval_images // 2) if a.eval_images else None)
     images = evalset.images
     ort = OrtEngine(ctx.engine_model, intra_op_threads=len(os.sched_getaffinity(0)))
-    torch_engine = _engine(ctx)
+    compile_mode = _served_compile_mode(ctx)
+    torch_engine = _engine(ctx, compile_mode=compile_mode)
     name = torch_engine.signature.inputs[0].name
     out_name = torch_engine.signature.outputs[0].name
     pipeline = DetectionPipeline(imgsz=a.imgsz)
@@ -920,7 +948,7 @@ def stage_fp16_vs_fp32(ctx: Context) -> dict:
     scores = compare("output0:scores", ref[:, 4:], cand[:, 4:], atol=1e-3, rtol=0.0).as_dict()
     live = ref[:, 4:].max(axis=1) > 0.25  # anchors that carry a detection: where the error matters
     live_err = np.abs(ref[:, :4] - cand[:, :4]).max(axis=1)[live] if live.any() else np.zeros(1)
-    out = {"images": len(images), "reference": "onnxruntime fp32 CPU", "candidate": f"TorchEngine {torch_engine.precision} on {torch_engine.device}",
+    out = {"images": len(images), "reference": "onnxruntime fp32 CPU", "candidate": f"TorchEngine {torch_engine.precision} on {torch_engine.device}, torch.compile {compile_mode}",
            "seconds": {"ort": round(t_ort, 2), "torch": round(t_torch, 2)},
            "raw_error": {"boxes_px": boxes, "scores": scores,
                          "boxes_px_at_anchors_scoring_over_0.25": {"anchors": int(live.sum()), "mean": _r(live_err.mean()),
@@ -959,7 +987,7 @@ def summarise(data: dict) -> dict:
             load[name] = {"throughput": r["throughput"], "p50_ms": r["latency_ms"]["p50"], "p95_ms": r["latency_ms"]["p95"],
                           "p99_ms": r["latency_ms"]["p99"], "avg_batch": (r["batches"] or {}).get("average_batch"),
                           "gpu_util_pct": (r["gpu"] or {}).get("util_pct_mean"), "errors": r["errors"], "stable": r["stable"],
-                          "client_cpu": r["client_cpu"]}
+                          "client_cpu": r["client_cpu"], "images_per_s": r.get("images_per_s")}
     summary["load"] = load
     gains = {}
     for name in load:
@@ -995,6 +1023,9 @@ def parse_args(argv=None):
     p.add_argument("--e2e-concurrency", type=_ints, default=[1, 8, 64])
     p.add_argument("--raw-concurrency", type=_ints, default=[1, 8, 64])
     p.add_argument("--unbatched-concurrency", type=_ints, default=[8, 64])
+    p.add_argument("--multi-concurrency", type=_ints, default=[], help="yolo_e2e with --images-per-request images a request")
+    p.add_argument("--images-per-request", type=int, default=4)
+    p.add_argument("--echo-concurrency", type=_ints, default=[256], help="yts_null (echo, one CPU instance): the harness's ceiling")
     p.add_argument("--poisson-fraction", type=float, default=0.7, help="of the best closed-loop e2e throughput; 0 = no Poisson run")
     p.add_argument("--window-s", type=float, default=2.0)
     p.add_argument("--warmup-s", type=float, default=1.5)
@@ -1061,6 +1092,11 @@ def main(argv=None) -> int:
             stage("accuracy", 120, stage_accuracy, ctx, min_s=20)
             for c in args.e2e_concurrency:
                 stage(f"e2e_c{c}", load_budget, stage_load, ctx, "yolo_e2e", concurrency=c, min_s=load_budget - 40)
+            for c in args.multi_concurrency:
+                stage(f"e2e_x{args.images_per_request}_c{c}", load_budget, stage_load, ctx, "yolo_e2e", concurrency=c,
+                      images=args.images_per_request, min_s=load_budget - 40)
+            for c in args.echo_concurrency:
+                stage(f"echo_c{c}", load_budget, stage_load, ctx, ECHO, concurrency=c, min_s=load_budget - 40)
             for c in args.unbatched_concurrency:
                 stage(f"unbatched_c{c}", load_budget, stage_load, ctx, UNBATCHED, concurrency=c, min_s=load_budget - 40)
             for c in args.raw_concurrency:
@@ -1079,10 +1115,10 @@ def main(argv=None) -> int:
         if ctx.server is not None:
             rec.stage("server_stop", 60, stage_server_stop, ctx, min_s=0)
         stage("lifecycle", 330, stage_lifecycle, ctx, min_s=200)
+        stage("fp16_vs_fp32", 150, stage_fp16_vs_fp32, ctx, min_s=20)
         stage("engine", 150 + (360 if args.engine_compile else 0), stage_engine, ctx, min_s=20)
         if (rec.data["stages"].get("engine") or {}).get("status") == "ok":
             rec.data["stages"].pop("engine_partial", None)  # kept when the stage timed out: what it measured
-        stage("fp16_vs_fp32", 150, stage_fp16_vs_fp32, ctx, min_s=20)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         if ctx.server is not None:

@@ -126,3 +126,19 @@ def test_torch_engine_fp16_on_cuda(fp32_model, record_property):
     record_property("torch_fp16_score_abs_max", float(score_error.max()))
     assert box_error.max() < 4.0, f"fp16 box error {box_error.max():.2f} px vs fp32"
     assert score_error.max() < 0.02, f"fp16 class-score error {score_error.max():.4f} vs fp32"
+
+
+def test_compile_switches_a_c_locale_process_to_utf8_text():
+    """Triton's Python stub runs in the C locale; inductor reads its templates with open()'s default
+    encoding and fails on ASCII (seen: UnicodeDecodeError at the first torch.compile in a served model)."""
+    import subprocess
+    import sys
+
+    code = ("import locale; from harness.engines.torch_engine import _utf8_text_files; "
+            "before = locale.getencoding(); _utf8_text_files(); print(before, locale.getencoding())")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.split()
+    assert before != "UTF-8" and after == "UTF-8", done.stdout

@@ -134,3 +134,23 @@ def test_settings_reject_nonsense():
         LoadSettings(mode="poisson")
     with pytest.raises(ValueError, match="processes"):
         LoadSettings(concurrency=1, processes=2)
+
+
+@pytest.mark.parametrize("kind", ["tensor", "bytes"])
+def test_grpc_request_is_what_tritonclient_sends(server, kind):
+    """The load client serialises its ModelInferRequest once from public protobufs; it must be the
+    request tritonclient.grpc builds for the same inputs."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.grpc._utils import _get_inference_request
+
+    from harness.load.clients import infer_request
+    from harness.load.payload import Tensor, encoded_image
+
+    payload = server.payload if kind == "tensor" else Payload("yolo_e2e", (
+        Tensor("images", "BYTES", np.array([[encoded_image()], [encoded_image(seed=1)]], dtype=np.object_)),))
+    inputs = []
+    for tensor in payload.tensors:
+        inputs.append(grpcclient.InferInput(tensor.name, tensor.shape, tensor.datatype))
+        inputs[-1].set_data_from_numpy(tensor.array)
+    theirs = _get_inference_request(payload.model, inputs, "", "", None, 0, False, False, 0, None, None)
+    assert infer_request(payload) == theirs

@@ -62,12 +62,13 @@ def test_gpu_target_runs_torch_fp16_on_kind_gpu_instances():
     for name in ("yolo_raw", "yolo_e2e", "yolo_onnx", "yolo_trt"):
         kinds = {g.kind for g in gpu[name].instance_group}
         assert kinds == {pb.ModelInstanceGroup.KIND_GPU}, f"{name}: instance kinds {kinds}"
-    for name in ("yolo_raw", "yolo_e2e"):
+    for name, instances, first_graph, compiled in (("yolo_raw", 2, 1, None), ("yolo_e2e", 4, 8, "default")):
         params = {k: v.string_value for k, v in gpu[name].parameters.items()}
         assert (params["runtime"], params["precision"]) == ("torch", "fp16"), f"{name}: {params}"
+        assert params.get("torch_compile") == compiled, f"{name}: {params}"
         graphs = [int(b) for b in params["cuda_graph_batches"].split(",")]
-        assert graphs[0] == 1 and graphs[-1] == gpu[name].max_batch_size, f"{name}: CUDA graphs for {graphs}"
-        assert gpu[name].instance_group[0].count == 2, f"{name}: {gpu[name].instance_group}"
+        assert graphs[0] == first_graph and graphs[-1] == gpu[name].max_batch_size, f"{name}: CUDA graphs for {graphs}"
+        assert gpu[name].instance_group[0].count == instances, f"{name}: {gpu[name].instance_group}"
     for name in ("yolo_preprocess", "yolo_postprocess"):  # image decoding and NMS stay CPU work here
         assert {g.kind for g in gpu[name].instance_group} == {pb.ModelInstanceGroup.KIND_CPU}
     trt = gpu["yolo_trt"]

@@ -273,6 +273,22 @@ def _fuse_silu(nodes: list, output_name: str) -> list:
     return [node for node in fused if not (node[0] == "Sigmoid" and node[3][0] in dropped)]
 
 
+def _utf8_text_files() -> None:
+    """inductor reads its code templates with open()'s default encoding, the locale's; Triton's Python
+    backend stub runs its interpreter in the C locale (ASCII), where that fails with UnicodeDecodeError.
+    Switch the character type to UTF-8 in such a process (only LC_CTYPE; nothing else changes)."""
+    import locale
+
+    if locale.getencoding().lower().replace("-", "") == "utf8":
+        return
+    for name in ("C.UTF-8", "C.utf8", "en_US.UTF-8"):
+        try:
+            locale.setlocale(locale.LC_CTYPE, name)
+            return
+        except locale.Error:
+            continue
+
+
 def _store(values: dict, out_names: list[str], result) -> None:
     if isinstance(result, (tuple, list)):
         values.update(zip(out_names, result))
@@ -348,6 +364,7 @@ class TorchEngine:
 
     def _compile(self, run):
         torch = self.torch
+        _utf8_text_files()
         # dynamo keeps one compiled entry per plan under the same code object (_ShapePlan.run); the default
         # limit (8) would silently send the ninth batch size back to eager
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)

@@ -32,6 +32,8 @@ class Target:
     conf: float = 0.25
     iou: float = 0.7
     gpu_instances: int = 2
+    e2e_gpu_instances: int = 4
+    e2e_torch_compile: str = "default"  # harness.engines.torch_engine.COMPILE_MODES
 
     def __post_init__(self):
         if self.device not in DEVICES:
@@ -60,15 +62,20 @@ class Target:
         """Batch sizes the GPU engine captures a CUDA graph for; other sizes run padded to the next."""
         return [b for b in (1, 2, 4, 8, 16, 24, 32, 48, 64) if b <= self.max_batch_size]
 
+    @property
+    def e2e_graph_batch_sizes(self) -> list[int]:
+        """yolo_e2e's graphs: each is a torch.compile at load, so fewer sizes (a batch of 1 runs padded to 8)."""
+        return [b for b in (8, 16, 32, 64) if b <= self.max_batch_size]
+
 
 def _params(config: pb.ModelConfig, **values) -> None:
     for key, value in values.items():
         config.parameters[key].string_value = str(value)
 
 
-def _instances(config: pb.ModelConfig, target: Target) -> None:
+def _instances(config: pb.ModelConfig, target: Target, gpu_count: int | None = None) -> None:
     kind = pb.ModelInstanceGroup.KIND_GPU if target.gpu else pb.ModelInstanceGroup.KIND_CPU
-    config.instance_group.add(kind=kind, count=target.gpu_instances if target.gpu else 1)
+    config.instance_group.add(kind=kind, count=(gpu_count or target.gpu_instances) if target.gpu else 1)
 
 
 def _batching(config: pb.ModelConfig, target: Target, delay_us: int) -> None:
@@ -114,8 +121,11 @@ def yolo_e2e(target: Target) -> pb.ModelConfig:
     config.input.add(name="images", data_type=pb.TYPE_STRING, dims=[1])
     _detections_out(config, target)
     _batching(config, target, delay_us=5000)
-    _instances(config, target)
+    _instances(config, target, target.e2e_gpu_instances)
     _runtime(config, target)
+    if target.gpu:
+        _params(config, torch_compile=target.e2e_torch_compile,
+                cuda_graph_batches=",".join(str(b) for b in target.e2e_graph_batch_sizes))
     _thresholds(config, target)
     return config
 
