@@ -31,13 +31,14 @@ Stages (in this order; `--stages` picks a subset):
   pipeline     yolo_e2e's DevicePipeline locally, per batch size: header check, nvJPEG decode, letterbox,
                engine, NMS, restore + copy out, each synchronised and timed, and the whole detect()
   reload_V     yolo_e2e loaded again with a config override (--variants: iN = N instances, cN = N
-               instances with torch_compile), then vV_cN: the closed loop on it at --variant-concurrency
+               instances with torch_compile; a suffix bM sets max_batch_size M), then vV_cN: the closed loop
+               on it at --variant-concurrency
+  fp16_vs_fp32 TorchEngine (FP16 on GPU, torch.compile as yolo_e2e is served) vs ONNX Runtime FP32 on the eval
+               set: raw-output error statistics (box rows in pixels, score rows) and COCO mAP of both
   engine       the limit: TorchEngine alone on pre-batched device tensors (no transport, no Python backend),
                images/s per batch size, node by node ("interpreted"), through the shape plan, and as CUDA
                graphs (what the served model runs), with --engine-compile also torch.compile'd plans as CUDA
                graphs (compile time, difference from eager); the numpy-in/numpy-out path; conv FLOPs per image
-  fp16_vs_fp32 TorchEngine (FP16 on GPU, torch.compile as yolo_e2e is served) vs ONNX Runtime FP32 on the eval set: raw-output error statistics
-               (box rows in pixels, score rows) and COCO mAP of both (harness.metrics.coco)
 
 Usage on the GPU machine: see benchmarks/gpu_run.sh (venv with numpy 1.26 for the Python backend stub) and
 benchmarks/README.md. Locally, a smoke run on CPU:
@@ -53,6 +54,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -668,9 +670,11 @@ def stage_pipeline(ctx: Context) -> dict:
     return out
 
 
-def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_batches: list[int] | None) -> dict:
+def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_batches: list[int] | None,
+                max_batch: int | None = None) -> dict:
     """Load yolo_e2e again with a config override (Triton's load API): instance count, torch_compile,
-    cuda_graph_batches. The first call remembers the built config; each variant starts from it."""
+    cuda_graph_batches, max_batch_size (preferred sizes its quarter, half and whole). The first call
+    remembers the built config; each variant starts from it."""
     import tritonclient.grpc as grpcclient
 
     client = grpcclient.InferenceServerClient(ctx.grpc)
@@ -682,6 +686,10 @@ def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_ba
         params = config.setdefault("parameters", {})
         if compile_mode:
             params["torch_compile"] = {"string_value": compile_mode}
+        if max_batch:
+            config["max_batch_size"] = max_batch
+            config["dynamic_batching"]["preferred_batch_size"] = [max_batch // 4, max_batch // 2, max_batch]
+            graph_batches = sorted({b for b in graph_batches or [] if b < max_batch} | {max_batch})
         if graph_batches:
             params["cuda_graph_batches"] = {"string_value": ",".join(str(b) for b in graph_batches)}
         started = time.monotonic()
@@ -690,7 +698,7 @@ def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_ba
         served = client.get_model_config("yolo_e2e", as_json=True)["config"]
     finally:
         client.close()
-    return {"instances": instances, "torch_compile": compile_mode, "cuda_graph_batches": graph_batches,
+    return {"instances": instances, "torch_compile": compile_mode, "cuda_graph_batches": graph_batches, "max_batch_size": max_batch,
             "load_s": _r(load_s, 1), "served_instance_group": served.get("instance_group"),
             "served_parameters": {k: v.get("string_value") for k, v in served.get("parameters", {}).items()}}
 
@@ -1106,9 +1114,11 @@ def main(argv=None) -> int:
                 rate = round(ctx.best_e2e * args.poisson_fraction, 1)
                 stage("e2e_poisson", load_budget, stage_load, ctx, "yolo_e2e", mode="poisson", rate=rate, min_s=load_budget - 40)
             for variant in args.variants:
-                instances, compiled = int(variant[1:]), variant[0] == "c"
-                if stage(f"reload_{variant}", 420 if compiled else 120, _reload_e2e, ctx, instances,
-                         "default" if compiled else None, args.compile_graph_batches if compiled else None, min_s=30) is None:
+                kind, instances, max_batch = re.fullmatch(r"([ic])(\d+)(?:b(\d+))?", variant).groups()
+                compiled = kind == "c"
+                if stage(f"reload_{variant}", 420 if compiled else 120, _reload_e2e, ctx, int(instances),
+                         "default" if compiled else None, args.compile_graph_batches if compiled else None,
+                         int(max_batch) if max_batch else None, min_s=30) is None:
                     continue
                 for c in args.variant_concurrency:
                     stage(f"v{variant}_c{c}", load_budget, stage_load, ctx, "yolo_e2e", concurrency=c, min_s=load_budget - 40)
