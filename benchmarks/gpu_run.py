@@ -430,6 +430,30 @@ def _same_engine(ctx: Context, client, images) -> dict:
 
 # ---- load --------------------------------------------------------------------------------------------
 
+def _host_cpu() -> tuple[float, float, dict[str, float]]:
+    """(wall s, busy CPU s of the whole host, CPU s of each live process summed by command name), from /proc:
+    the difference of two readings says how many cores the server, its stubs and everything else kept busy."""
+    tick = os.sysconf("SC_CLK_TCK")
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    busy = (sum(int(v) for v in fields) - int(fields[3]) - int(fields[4])) / tick  # minus idle and iowait
+    by_name: dict[str, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text[text.index("(") + 1: text.rindex(")")], text[text.rindex(")") + 2:].split()
+        by_name[name] = by_name.get(name, 0.0) + (int(rest[11]) + int(rest[12])) / tick  # utime + stime
+    return time.monotonic(), busy, by_name
+
+
+def _cores_busy(before, after) -> dict:
+    wall = after[0] - before[0]
+    names = {n: (after[2][n] - before[2].get(n, 0.0)) / wall for n in after[2]}
+    top = dict(sorted(((n, _r(c, 2)) for n, c in names.items() if c > 0.05), key=lambda kv: -kv[1])[:8])
+    return {"host_cores_busy": _r((after[1] - before[1]) / wall, 2), "host_cores": os.cpu_count(), "by_process": top}
+
+
 class GpuSampler:
     """nv_gpu_utilization (0..1) and memory from Triton's metrics endpoint, every `interval` s, in a thread."""
 
@@ -532,8 +556,10 @@ def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency:
                                 processes=min(a.max_processes, 2), seed=1)
     probe = StatisticsProbe(ctx.grpc, model)
     spec = ClientSpec("grpc", ctx.grpc, payload, timeout_s=30.0)
+    cpu_before = _host_cpu()
     with GpuSampler(ctx.metrics if a.device == "gpu" else None) as sampler:
         result = run_load(spec, settings, probe=probe)
+    host_cpu = _cores_busy(cpu_before, _host_cpu())
     probe.close()
     data = result.to_dict()
     data.pop("latencies_ms", None)
@@ -547,7 +573,7 @@ def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency:
         "completed": result.completed, "errors": result.errors, "error_messages": result.error_messages,
         "stable": result.stable, "windows": len(result.windows), "client_cpu": _r(result.client_cpu, 3),
         "late_sends": result.late_sends, "warnings": result.warnings, "batches": batches, "server_split_ms": server_split,
-        "gpu": sampler.summary(skip_s=a.warmup_s), "payload": payload_info,
+        "gpu": sampler.summary(skip_s=a.warmup_s), "host_cpu": host_cpu, "payload": payload_info,
         "window_throughputs": [_r(w["throughput"], 1) for w in data["windows"]],
     }
     if model == "yolo_e2e" and mode == "concurrency":
