@@ -430,26 +430,31 @@ def _same_engine(ctx: Context, client, images) -> dict:
 
 # ---- load --------------------------------------------------------------------------------------------
 
-def _host_cpu() -> tuple[float, float, dict[str, float]]:
-    """(wall s, busy CPU s of the whole host, CPU s of each live process summed by command name), from /proc:
-    the difference of two readings says how many cores the server, its stubs and everything else kept busy."""
+def _host_cpu() -> tuple[float, float, dict[int, tuple[str, float]]]:
+    """(wall s, busy CPU s of the whole host, {pid: (command name, CPU s)}), from /proc: the difference of two
+    readings says how many cores the server, its stubs and everything else kept busy."""
     tick = os.sysconf("SC_CLK_TCK")
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     busy = (sum(int(v) for v in fields) - int(fields[3]) - int(fields[4])) / tick  # minus idle and iowait
-    by_name: dict[str, float] = {}
+    processes: dict[int, tuple[str, float]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:
             continue
         name, rest = text[text.index("(") + 1: text.rindex(")")], text[text.rindex(")") + 2:].split()
-        by_name[name] = by_name.get(name, 0.0) + (int(rest[11]) + int(rest[12])) / tick  # utime + stime
-    return time.monotonic(), busy, by_name
+        processes[int(stat.parent.name)] = (name, (int(rest[11]) + int(rest[12])) / tick)  # utime + stime
+    return time.monotonic(), busy, processes
 
 
 def _cores_busy(before, after) -> dict:
+    """Cores busy between two _host_cpu readings, by command name over the processes alive at both (the load
+    generator's own workers come and go inside a run: its client_cpu says what they used)."""
     wall = after[0] - before[0]
-    names = {n: (after[2][n] - before[2].get(n, 0.0)) / wall for n in after[2]}
+    names: dict[str, float] = {}
+    for pid, (name, seconds) in after[2].items():
+        if pid in before[2] and before[2][pid][0] == name:
+            names[name] = names.get(name, 0.0) + (seconds - before[2][pid][1]) / wall
     top = dict(sorted(((n, _r(c, 2)) for n, c in names.items() if c > 0.05), key=lambda kv: -kv[1])[:8])
     return {"host_cores_busy": _r((after[1] - before[1]) / wall, 2), "host_cores": os.cpu_count(), "by_process": top}
 
