@@ -54,3 +54,14 @@ def server_memory(server) -> int | None:
         except Exception:
             return None
     return None
+
+
+def floor_growth(samples: list[int]) -> int:
+    """How much the memory floor rose across unload/load cycles: the lowest sample of the later half minus
+    the lowest of the earlier half. Samples taken under traffic carry the stubs' transient pool and arena
+    use of the moment (seen on 2 cores: ±150 MB between consecutive cycles, up and down), so two endpoints
+    judge noise; a leak lifts every sample after it, and with it the floor."""
+    if len(samples) < 2:
+        raise ValueError(f"floor_growth needs at least 2 samples, got {len(samples)}")
+    half = len(samples) // 2
+    return min(samples[-half:]) - min(samples[:half])

@@ -33,7 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lifecycle-stress-s", type=float, default=90.0,
                     help="time bound of the stress test; fewer cycles run when it is reached (default 90)")
     group.addoption("--lifecycle-rss-growth-mb", type=float, default=64.0,
-                    help="largest server memory growth allowed across stress cycles (default 64 MB)")
+                    help="largest rise of the server memory floor across stress cycles (default 64 MB)")
 
 
 @dataclass(frozen=True)
