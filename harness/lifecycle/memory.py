@@ -1,5 +1,6 @@
-"""The server's memory, for the unload/load leak bound: resident set of the process server and its
-children (each Python-backend model version is a stub process of its own), or a container's usage."""
+"""The server's memory, for the unload/load leak bound: the process server's own resident set and how
+many stub processes it has (each Python-backend model version is a stub process of its own), or a
+container's usage."""
 
 from __future__ import annotations
 
@@ -32,25 +33,20 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def process_tree_rss(pid: int) -> int:
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        total += _rss(current)
-        todo += _children(current)
-    return total
-
-
-def server_memory(server) -> int | None:
-    """Bytes, or None where the harness cannot see the server's memory (a server at a URL)."""
+def server_memory(server) -> tuple[int, int] | None:
+    """(bytes, stub processes), or None where the harness cannot see the server's memory (a server at a
+    URL). For the process server, the bytes are tritonserver's own resident set: every load starts fresh
+    stub processes for the Python-backend versions, so a stub cannot carry a leak across unload/load
+    cycles, but one left running can, and that is what the stub count shows. A container's usage
+    (everything in it) has no stub count: 0."""
     process = getattr(server, "process", None)
     if process is not None and os.path.exists(f"/proc/{process.pid}"):
-        return process_tree_rss(process.pid)
+        return _rss(process.pid), len(_children(process.pid))
     container = getattr(server, "container", None)
     if container is not None:
         try:
             stats = container.get_wrapped_container().stats(stream=False)
-            return int(stats["memory_stats"]["usage"])
+            return int(stats["memory_stats"]["usage"]), 0
         except Exception:
             return None
     return None
