@@ -42,16 +42,18 @@ def test_unload_load_cycles_under_traffic(deployment, lifecycle_settings, report
     record = traffic.record
     if not deployment.server.alive():
         problems.append("the server died during the unload/load cycles:\n" + deployment.server.log_tail(30))
-    if cycles < 2:
-        problems.append(f"only {cycles} cycles finished within {s.stress_s} s (need ≥ 2 to bound memory growth)")
+    if cycles < 3:
+        problems.append(f"only {cycles} cycles finished within {s.stress_s} s (need ≥ 3 to bound memory growth)")
     problems += checks.transient_only(record)
     after = [r for r in record.responses if r.sent > record.marks["last load"]]
     problems += checks.no_failures(Record(after), "after the last load had returned")
     odd = [r for r in record.failed if not checks.TRANSIENT_ERRORS.search(r.error)]
     numbers = {"failed": len(odd), "cycles": cycles, "transient_errors": len(record.failed) - len(odd)}
-    if None not in memory and len(memory) >= 3:
-        warm = [rss for rss, _ in memory[1:]]  # from after the first cycle: pools and stubs are warm
-        stubs = [count for _, count in memory[1:]]
+    if None not in memory and len(memory) >= 4:
+        # from after the second cycle: the first reloads still start stubs and grow pools (seen: one stub of
+        # two up, 300 MB below the later floor, right after cycle 1)
+        warm = [rss for rss, _ in memory[2:]]
+        stubs = [count for _, count in memory[2:]]
         # requests in flight hold their input buffers in the server: RSS under traffic swings by that much
         in_flight = s.clients * sum(array.nbytes for _, array in deployment.inputs()) / MB
         growth, bound = floor_growth(warm) / MB, s.rss_growth_mb + in_flight
