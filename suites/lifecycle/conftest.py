@@ -29,7 +29,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lifecycle-switch-bound-s", type=float, default=5.0,
                     help="latest a request answered by the old version may be sent after the new one's load returned "
                          "(cut-over bound; default 5.0)")
-    group.addoption("--lifecycle-cycles", type=int, default=8, help="unload/load stress cycles (default 8)")
+    group.addoption("--lifecycle-cycles", type=int, default=12,
+                    help="unload/load stress cycles (default 12: the first third warms the pools up)")
     group.addoption("--lifecycle-stress-s", type=float, default=90.0,
                     help="time bound of the stress test; fewer cycles run when it is reached (default 90)")
     group.addoption("--lifecycle-rss-growth-mb", type=float, default=64.0,

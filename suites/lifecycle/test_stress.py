@@ -4,6 +4,7 @@ only errors are the documented "model not available right now" ones (checks.TRAN
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import pytest
@@ -50,10 +51,12 @@ def test_unload_load_cycles_under_traffic(deployment, lifecycle_settings, report
     odd = [r for r in record.failed if not checks.TRANSIENT_ERRORS.search(r.error)]
     numbers = {"failed": len(odd), "cycles": cycles, "transient_errors": len(record.failed) - len(odd)}
     if None not in memory and len(memory) >= 4:
-        # from after the second cycle: the first reloads still start stubs and grow pools (seen: one stub of
-        # two up, 300 MB below the later floor, right after cycle 1)
-        warm = [rss for rss, _ in memory[2:]]
-        stubs = [count for _, count in memory[2:]]
+        # the first third of the cycles warms up: the server's shared-memory pools grow to what the traffic
+        # needs (they never shrink) and stubs start (seen on 2 cores: tritonserver 319 -> 597 MB over
+        # cycles 2-8, flat after; 24 cycles flat)
+        start = max(2, len(memory) // 3)
+        warm = [rss for rss, _ in memory[start:]]
+        stubs = [count for _, count in memory[start:]]
         # requests in flight hold their input buffers in the server: RSS under traffic swings by that much
         in_flight = s.clients * sum(array.nbytes for _, array in deployment.inputs()) / MB
         growth, bound = floor_growth(warm) / MB, s.rss_growth_mb + in_flight
@@ -63,7 +66,8 @@ def test_unload_load_cycles_under_traffic(deployment, lifecycle_settings, report
             problems.append(f"server memory floor rose {growth:.1f} MB over {cycles - 1} unload/load cycles "
                             f"(samples {', '.join(f'{m / MB:.0f}' for m in warm)} MB; bound {s.rss_growth_mb:g} MB "
                             f"+ {in_flight:.0f} MB of requests in flight)")
-        if floor_growth(stubs) > 0:  # the floor again: a sample may catch an unloaded stub still exiting
+        half = len(stubs) // 2  # most samples, not the floor: a sample may catch a stub starting or exiting
+        if statistics.mode(stubs[-half:]) > statistics.mode(stubs[:half]):
             problems.append(f"stub processes rose over {cycles - 1} unload/load cycles ({stubs}): unloaded "
                             "versions' stubs were left running")
     else:
