@@ -89,7 +89,7 @@ def test_readiness_verdict_refusals_and_silence():
 
 MB = 2**20
 # Process-tree RSS after each unload/load cycle of the reference yolo_raw under traffic on 2 cores
-# (2026-12-04): no leak, but samples swing by ±150 MB with the stubs' pools of the moment.
+# (2026-12-04): no leak over 24 cycles, but consecutive samples swing by ±150 MB or more.
 MEASURED_FLAT = [1638, 1176, 1204, 1228, 1148, 1271, 1185, 935]
 
 
