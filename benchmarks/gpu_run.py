@@ -396,17 +396,15 @@ def _same_engine(ctx: Context, client, images) -> dict:
     device letterbox, TorchEngine FP16 compiled as the served config says, its CUDA graphs, GPU NMS) on this GPU. Requests go one at a
     time, so the server executes batch 1 like the local run (FP16 kernels differ by batch). `host_pipeline`
     compares the same engine behind the numpy/cv2 pipeline: what the GPU pre/post-processing changes."""
-    from harness.engines import open_engine
-    from harness.reference.serving import graph_batch_sizes
-    from harness.repository.config import read_config
-    from harness.vision.gpu.pipeline import DevicePipeline
+    from harness.reference.serving import open_detector
     from harness.vision.pipeline import DetectionPipeline, Job
 
-    config = read_config(ctx.repository / "yolo_e2e")
-    params = {key: value.string_value for key, value in config.parameters.items()}
-    engine = open_engine(ctx.engine_model, runtime="torch", device="cuda:0", precision="fp16",
-                         compile_mode=params.get("torch_compile") or None)
-    device = DevicePipeline(engine, ctx.args.imgsz, config.max_batch_size, 300, graph_batches=graph_batch_sizes(params))
+    config, params = _e2e_config(ctx)
+    # the served model's own constructor, as its KIND_GPU instance 0 calls it
+    args = {"model_repository": str(ctx.repository / "yolo_e2e"), "model_version": "1",
+            "model_instance_kind": "GPU", "model_instance_device_id": 0}
+    device = open_detector(args, params, 300, config.max_batch_size)
+    engine = device.engine
     host = DetectionPipeline(imgsz=ctx.args.imgsz, conf=0.25, iou=0.7, max_det=300)
     served, reference, host_rows = {}, {}, {}
     for image in images:
@@ -837,13 +835,19 @@ def _engine(ctx: Context, compile_mode: str | None = None):
                        compile_mode=compile_mode)
 
 
-def _served_compile_mode(ctx: Context) -> str | None:
-    """yolo_e2e's torch_compile as built for this device (None: eager)."""
+def _e2e_config(ctx: Context):
+    """yolo_e2e's ModelConfig as built for this device, and its parameters as {key: string}."""
     from harness.repository.config import read_config
 
+    config = read_config(ctx.repository / "yolo_e2e")
+    return config, {key: value.string_value for key, value in config.parameters.items()}
+
+
+def _served_compile_mode(ctx: Context) -> str | None:
+    """yolo_e2e's torch_compile as built for this device (None: eager)."""
     if ctx.repository is None or ctx.args.device != "gpu":
         return None
-    return read_config(ctx.repository / "yolo_e2e").parameters["torch_compile"].string_value or None
+    return _e2e_config(ctx)[1].get("torch_compile") or None
 
 
 def _compiled_engine(ctx: Context, eager, mode: str, batches: list[int], size: int) -> dict:

@@ -53,13 +53,12 @@ class GrpcClient(LoadClient):
         self._infer = self._channel.unary_unary(self.METHOD)  # no serializers: bytes out, bytes back
         self._body = infer_request(payload).SerializeToString()
         self._timeout = timeout_s
+        self._rpc_error = grpc.aio.AioRpcError
 
     async def issue(self) -> None:
-        import grpc
-
         try:
             await self._infer(self._body, timeout=self._timeout)
-        except grpc.aio.AioRpcError as error:
+        except self._rpc_error as error:
             raise RuntimeError(f"[{error.code().name}] {error.details()}") from None
 
     async def close(self) -> None:

@@ -84,10 +84,15 @@ def _batching(config: pb.ModelConfig, target: Target, delay_us: int) -> None:
     config.dynamic_batching.max_queue_delay_microseconds = delay_us
 
 
-def _runtime(config: pb.ModelConfig, target: Target) -> None:
+def _runtime(config: pb.ModelConfig, target: Target, graph_batches: list[int] | None = None,
+             torch_compile: str | None = None) -> None:
+    """The engine parameters: on GPU the torch engine, CUDA graphs for `graph_batches` (default: the
+    target's), through torch.compile when `torch_compile` names a mode."""
     if target.gpu:
         _params(config, runtime="torch", precision="fp16", model_file="model.onnx",
-                cuda_graph_batches=",".join(str(b) for b in target.graph_batch_sizes))
+                cuda_graph_batches=",".join(str(b) for b in graph_batches or target.graph_batch_sizes))
+        if torch_compile:
+            _params(config, torch_compile=torch_compile)
     else:
         _params(config, runtime="onnxruntime", intra_op_threads=2, model_file="model.onnx")
 
@@ -122,10 +127,7 @@ def yolo_e2e(target: Target) -> pb.ModelConfig:
     _detections_out(config, target)
     _batching(config, target, delay_us=5000)
     _instances(config, target, target.e2e_gpu_instances)
-    _runtime(config, target)
-    if target.gpu:
-        _params(config, torch_compile=target.e2e_torch_compile,
-                cuda_graph_batches=",".join(str(b) for b in target.e2e_graph_batch_sizes))
+    _runtime(config, target, target.e2e_graph_batch_sizes, target.e2e_torch_compile)
     _thresholds(config, target)
     return config
 
