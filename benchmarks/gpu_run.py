@@ -31,8 +31,9 @@ Stages (in this order; `--stages` picks a subset):
   pipeline     yolo_e2e's DevicePipeline locally, per batch size: header check, nvJPEG decode, letterbox,
                engine, NMS, restore + copy out, each synchronised and timed, and the whole detect()
   reload_V     yolo_e2e loaded again with a config override (--variants: iN = N instances, cN = N
-               instances with torch_compile; a suffix bM sets max_batch_size M), then vV_cN: the closed loop
-               on it at --variant-concurrency
+               instances with torch_compile; suffixes, in this order: bM max_batch_size M, pA-B preferred
+               batch sizes A and B, dU max_queue_delay U µs, s cuda_sync blocking), then vV_cN: the closed
+               loop on it at --variant-concurrency
   fp16_vs_fp32 TorchEngine (FP16 on GPU, torch.compile as yolo_e2e is served) vs ONNX Runtime FP32 on the eval
                set: raw-output error statistics (box rows in pixels, score rows) and COCO mAP of both
   engine       the limit: TorchEngine alone on pre-batched device tensors (no transport, no Python backend),
@@ -187,7 +188,8 @@ def stage_env(args) -> dict:
     except Exception as error:  # noqa: BLE001
         info["torch"] = f"unavailable: {type(error).__name__}: {error}"
     for label, cmd in {"nvidia_smi": ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
-                                      "--format=csv,noheader"], "dev_shm": ["df", "-h", "/dev/shm"]}.items():
+                                      "--format=csv,noheader"], "dev_shm": ["df", "-h", "/dev/shm"],
+                       "cpu_topology": ["lscpu", "--parse=CPU,CORE,SOCKET"]}.items():
         try:
             info[label] = subprocess.run(cmd, capture_output=True, text=True, timeout=15).stdout.strip()
         except Exception as error:  # noqa: BLE001
@@ -699,11 +701,30 @@ def stage_pipeline(ctx: Context) -> dict:
     return out
 
 
+VARIANT = re.compile(r"(?P<kind>[ic])(?P<instances>\d+)(?:b(?P<max_batch>\d+))?(?:p(?P<preferred>\d+(?:-\d+)*))?"
+                     r"(?:d(?P<delay_us>\d+))?(?P<blocking>s)?")
+
+
+def _variant(text: str, graph_batches: list[int]) -> dict:
+    """--variants entry (see the docstring: c8, c8b128, c8p64, c8d2000s, ...) -> _reload_e2e's arguments."""
+    match = VARIANT.fullmatch(text)
+    if match is None:
+        raise ValueError(f"variant {text!r}: expected [ic]N[bM][pA-B][dU][s]")
+    v = match.groupdict()
+    compiled = v["kind"] == "c"
+    return {"instances": int(v["instances"]), "compile_mode": "default" if compiled else None,
+            "graph_batches": graph_batches if compiled else None,
+            "max_batch": int(v["max_batch"]) if v["max_batch"] else None,
+            "preferred": [int(b) for b in v["preferred"].split("-")] if v["preferred"] else None,
+            "delay_us": int(v["delay_us"]) if v["delay_us"] else None, "cuda_sync": "blocking" if v["blocking"] else None}
+
+
 def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_batches: list[int] | None,
-                max_batch: int | None = None) -> dict:
+                max_batch: int | None = None, preferred: list[int] | None = None, delay_us: int | None = None,
+                cuda_sync: str | None = None) -> dict:
     """Load yolo_e2e again with a config override (Triton's load API): instance count, torch_compile,
-    cuda_graph_batches, max_batch_size (preferred sizes its quarter, half and whole). The first call
-    remembers the built config; each variant starts from it."""
+    cuda_graph_batches, max_batch_size (preferred sizes its quarter, half and whole unless `preferred`),
+    the queue delay, cuda_sync. The first call remembers the built config; each variant starts from it."""
     import tritonclient.grpc as grpcclient
 
     client = grpcclient.InferenceServerClient(ctx.grpc)
@@ -719,6 +740,12 @@ def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_ba
             config["max_batch_size"] = max_batch
             config["dynamic_batching"]["preferred_batch_size"] = [max_batch // 4, max_batch // 2, max_batch]
             graph_batches = sorted({b for b in graph_batches or [] if b < max_batch} | {max_batch})
+        if preferred:
+            config["dynamic_batching"]["preferred_batch_size"] = preferred
+        if delay_us is not None:
+            config["dynamic_batching"]["max_queue_delay_microseconds"] = delay_us
+        if cuda_sync:
+            params["cuda_sync"] = {"string_value": cuda_sync}
         if graph_batches:
             params["cuda_graph_batches"] = {"string_value": ",".join(str(b) for b in graph_batches)}
         started = time.monotonic()
@@ -729,6 +756,7 @@ def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_ba
         client.close()
     return {"instances": instances, "torch_compile": compile_mode, "cuda_graph_batches": graph_batches, "max_batch_size": max_batch,
             "load_s": _r(load_s, 1), "served_instance_group": served.get("instance_group"),
+            "served_dynamic_batching": served.get("dynamic_batching"),
             "served_parameters": {k: v.get("string_value") for k, v in served.get("parameters", {}).items()}}
 
 
@@ -827,12 +855,12 @@ def _graph_forward(engine, x, convs: list | None = None):
     return values[engine.signature.outputs[0].name]
 
 
-def _engine(ctx: Context, compile_mode: str | None = None):
+def _engine(ctx: Context, compile_mode: str | None = None, cudnn_benchmark: bool = True):
     from harness.engines.torch_engine import TorchEngine
 
     gpu = ctx.args.device == "gpu"
     return TorchEngine(ctx.engine_model, device="cuda:0" if gpu else "cpu", precision="fp16" if gpu else "fp32",
-                       compile_mode=compile_mode)
+                       compile_mode=compile_mode, cudnn_benchmark=cudnn_benchmark)
 
 
 def _e2e_config(ctx: Context):
@@ -850,13 +878,13 @@ def _served_compile_mode(ctx: Context) -> str | None:
     return _e2e_config(ctx)[1].get("torch_compile") or None
 
 
-def _compiled_engine(ctx: Context, eager, mode: str, batches: list[int], size: int) -> dict:
+def _compiled_engine(ctx: Context, eager, mode: str, batches: list[int], size: int, cudnn_benchmark: bool = True) -> dict:
     """The engine with its shape plans through torch.compile (inductor), captured as CUDA graphs: the
     compile time per batch size, and the largest difference from the eager plan's output."""
     import torch
 
-    engine = _engine(ctx, compile_mode=mode)
-    info: dict = {"mode": mode, "compile_s": {}, "max_abs_diff_vs_eager": {}}
+    engine = _engine(ctx, compile_mode=mode, cudnn_benchmark=cudnn_benchmark)
+    info: dict = {"mode": mode, "cudnn_benchmark": cudnn_benchmark, "compile_s": {}, "max_abs_diff_vs_eager": {}}
     try:
         import triton
 
@@ -926,6 +954,10 @@ def stage_engine(ctx: Context) -> dict:
             out["compiled"] = _compiled_engine(ctx, engine, a.engine_compile, a.engine_batches, size)
             if out["compiled"].get("engine") is not None:
                 variants["compiled_cuda_graph"] = out["compiled"].pop("engine").forward
+            # the same graphs with cuDNN's heuristic algorithms: what the cudnn_benchmark default buys
+            out["compiled_heuristic"] = _compiled_engine(ctx, engine, a.engine_compile, a.engine_batches, size, cudnn_benchmark=False)
+            if out["compiled_heuristic"].get("engine") is not None:
+                variants["compiled_cuda_graph_heuristic"] = out["compiled_heuristic"].pop("engine").forward
     for variant, fn in variants.items():
         table = {}
         for batch in a.engine_batches:
@@ -1084,7 +1116,8 @@ def parse_args(argv=None):
     p.add_argument("--profile-batch", type=int, default=64, help="batch size of the profile stage")
     p.add_argument("--engine-compile", default="", help="torch.compile mode measured in the engine stage ('' = not measured)")
     p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=[],
-                   help="yolo_e2e reloaded with: iN = N instances, cN = N instances with torch_compile=default")
+                   help="yolo_e2e reloaded with: iN = N instances, cN = N instances with torch_compile=default; "
+                        "then bM max_batch_size, pA-B preferred sizes, dU queue delay µs, s cuda_sync blocking")
     p.add_argument("--variant-concurrency", type=_ints, default=[64, 128, 256])
     p.add_argument("--compile-graph-batches", type=_ints, default=[8, 16, 32, 64],
                    help="cuda_graph_batches of the compiled variants (one compile per size per instance at load)")
@@ -1149,11 +1182,9 @@ def main(argv=None) -> int:
                 rate = round(ctx.best_e2e * args.poisson_fraction, 1)
                 stage("e2e_poisson", load_budget, stage_load, ctx, "yolo_e2e", mode="poisson", rate=rate, min_s=load_budget - 40)
             for variant in args.variants:
-                kind, instances, max_batch = re.fullmatch(r"([ic])(\d+)(?:b(\d+))?", variant).groups()
-                compiled = kind == "c"
-                if stage(f"reload_{variant}", 420 if compiled else 120, _reload_e2e, ctx, int(instances),
-                         "default" if compiled else None, args.compile_graph_batches if compiled else None,
-                         int(max_batch) if max_batch else None, min_s=30) is None:
+                options = _variant(variant, args.compile_graph_batches)
+                if stage(f"reload_{variant}", 420 if options["compile_mode"] else 120, _reload_e2e, ctx, **options,
+                         min_s=30) is None:
                     continue
                 for c in args.variant_concurrency:
                     stage(f"v{variant}_c{c}", load_budget, stage_load, ctx, "yolo_e2e", concurrency=c, min_s=load_budget - 40)

@@ -91,6 +91,22 @@ def test_device_letterbox_matches_cv2_within_one_level(shape):
     assert levels.mean() < 0.1, f"{shape}: mean {levels.mean():.3f} levels off"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_device_letterbox_batch_is_each_image_alone(dtype):
+    """Same-size runs are written through a view, scattered groups by index: both give each image's own
+    canvas, and in half precision exactly the float32 level / 255 rounded once more."""
+    rng = np.random.default_rng(5)
+    shapes = [(480, 640), (480, 640), (333, 517), (480, 640), (480, 640)]  # a run, a stranger, a split run
+    images = [torch.from_numpy(rng.integers(0, 256, (*s, 3), dtype=np.uint8)).permute(2, 0, 1).contiguous() for s in shapes]
+    box = DeviceLetterbox(640, len(images), "cpu", dtype=dtype)
+    batch, metas = box.batch(images)
+    batch = batch.clone()
+    for i, image in enumerate(images):
+        alone, meta = DeviceLetterbox(640, 1, "cpu", dtype=torch.float32).batch([image])
+        assert metas[i] == meta[0]
+        assert torch.equal(batch[i], alone[0].to(dtype)), f"image {i} {shapes[i]} differs from its letterbox alone"
+
+
 def test_device_restore_is_letterbox_restore():
     rng = np.random.default_rng(3)
     box = DeviceLetterbox(640, 2, "cpu", dtype=torch.float32)

@@ -21,6 +21,8 @@ from harness.vision.nms import MAX_WH
 
 # Largest IoU block (images x candidates^2, float64) built at once: ~1 GiB; bigger batches go in chunks.
 IOU_ELEMENTS = 1 << 27
+# Greedy NMS steps between convergence tests; chains of suppression are rarely longer.
+CONVERGENCE_CHECK = 4
 
 
 def xywh_to_xyxy(boxes):
@@ -44,10 +46,10 @@ def greedy_keep(boxes, valid, iou):
     over &= torch.ones(k, k, dtype=torch.bool, device=boxes.device).triu(diagonal=1)  # only earlier ranks suppress
     over &= valid[:, :, None]
     keep = valid
-    for _ in range(k + 1):
-        suppressed = (over & keep[:, :, None]).any(dim=1)
-        new = valid & ~suppressed
-        if torch.equal(new, keep):
+    for step in range(k + 1):
+        new = valid & ~(over & keep[:, :, None]).any(dim=1)
+        # a fixed point stays fixed: test for it (a wait on the GPU) only every few steps
+        if (step % CONVERGENCE_CHECK == CONVERGENCE_CHECK - 1 or step == k) and torch.equal(new, keep):
             break
         keep = new
     return keep

@@ -21,6 +21,7 @@ from PIL import Image
 from harness.vision.image import DEFAULT_MAX_PIXELS, decode_image_bytes
 
 ORIENTATION = 0x0112  # EXIF tag
+JPEG_ONLY = ("JPEG",)
 
 try:
     from torchvision.io import ImageReadMode, decode_jpeg
@@ -39,9 +40,9 @@ def _nvjpeg_ok(data: bytes, max_pixels: int) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            image = Image.open(io.BytesIO(data))
+            image = Image.open(io.BytesIO(data), formats=JPEG_ONLY)  # the SOI marker is checked: no other plugin asked
             w, h = image.size
-            return (image.format == "JPEG" and image.mode == "RGB" and 0 < w * h <= max_pixels
+            return (image.mode == "RGB" and 0 < w * h <= max_pixels
                     and image.getexif().get(ORIENTATION, 1) == 1)
         except Exception:  # noqa: BLE001 -- the CPU decoder says what is wrong
             return False

@@ -43,12 +43,16 @@ class DeviceLetterbox:
             groups.setdefault(tuple(image.shape[1:]), []).append(index)
         for indices in groups.values():
             (nh, nw), (top, _, left, _) = metas[indices[0]].resized_shape, metas[indices[0]].padding
-            content = torch.stack([images[i] for i in indices]).float()
+            content = torch.stack([images[i] for i in indices])
             if content.shape[2:] != (nh, nw):
-                content = F.interpolate(content, size=(nh, nw), mode="bilinear", align_corners=False, antialias=False)
+                content = F.interpolate(content.float(), size=(nh, nw), mode="bilinear", align_corners=False, antialias=False)
                 content = content.round_().clamp_(0, 255)
-            rows = torch.as_tensor(indices, device=canvas.device)
-            canvas[rows, :, top: top + nh, left: left + nw] = (content / 255.0).to(canvas.dtype)
+            if indices == list(range(indices[0], indices[-1] + 1)):  # one run of the batch: a view, no scatter
+                window = canvas[indices[0]: indices[-1] + 1, :, top: top + nh, left: left + nw]
+                window.copy_(content).div_(255.0)  # half ops compute in float and round once: as float32 / 255 cast
+            else:
+                rows = torch.as_tensor(indices, device=canvas.device)
+                canvas[rows, :, top: top + nh, left: left + nw] = (content.float() / 255.0).to(canvas.dtype)
         return canvas, metas
 
     def restore(self, detections: torch.Tensor, num: torch.Tensor, metas: Sequence[LetterboxMeta]) -> torch.Tensor:
