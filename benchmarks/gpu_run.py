@@ -30,10 +30,12 @@ Stages (in this order; `--stages` picks a subset):
                input shapes; the stem convolution with 3 input channels vs padded to 4 and 8
   pipeline     yolo_e2e's DevicePipeline locally, per batch size: header check, nvJPEG decode, letterbox,
                engine, NMS, restore + copy out, each synchronised and timed, and the whole detect()
+  decode       the decoder's ceiling: --decode-processes processes decoding batches of the load JPEG with
+               torchvision's nvJPEG together (images/s, and every GPU engine's utilisation from nvidia-smi dmon)
   reload_V     yolo_e2e loaded again with a config override (--variants: iN = N instances, cN = N
                instances with torch_compile; suffixes, in this order: bM max_batch_size M, pA-B preferred
-               batch sizes A and B, dU max_queue_delay U µs, s cuda_sync blocking), then vV_cN: the closed
-               loop on it at --variant-concurrency
+               batch sizes A and B, dU max_queue_delay U µs), then vV_cN: the closed loop on it at
+               --variant-concurrency
   fp16_vs_fp32 TorchEngine (FP16 on GPU, torch.compile as yolo_e2e is served) vs ONNX Runtime FP32 on the eval
                set: raw-output error statistics (box rows in pixels, score rows) and COCO mAP of both
   engine       the limit: TorchEngine alone on pre-batched device tensors (no transport, no Python backend),
@@ -503,6 +505,50 @@ class GpuSampler:
                 "memory_used_gib_max": _r(max(s[2] for s in use) / 2**30, 2)}
 
 
+class EngineSampler:
+    """Utilisation of each of the GPU's engines, once a second, from `nvidia-smi dmon -s u`: sm (kernels),
+    mem, enc, dec, jpg (the NVJPG hardware JPEG decoders nvJPEG's hardware backend runs on), ofa. Triton's
+    nv_gpu_utilization is the sm column only; a wall in the JPEG engines shows only here."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.process = None
+        self.lines: list[str] = []
+
+    def __enter__(self):
+        if self.enabled:
+            try:
+                self.process = subprocess.Popen(["nvidia-smi", "dmon", "-s", "u", "-d", "1"], stdout=subprocess.PIPE,
+                                                stderr=subprocess.DEVNULL, text=True)
+            except OSError:
+                self.process = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                out, _ = self.process.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                out, _ = self.process.communicate()
+            self.lines = out.splitlines()
+
+    def summary(self, skip_s: float = 0.0, last_s: float | None = None) -> dict | None:
+        """Mean and max per column over the samples after the first `skip_s` seconds (or the last `last_s`)."""
+        header = next((line.lstrip("#").split() for line in self.lines if line.startswith("# gpu")), None)
+        rows = [line.split() for line in self.lines if line.strip() and not line.startswith("#")]
+        if header is None or not rows:
+            return None if not self.enabled else {"samples": 0}
+        rows = (rows[-max(1, int(last_s)):] if last_s else rows[int(skip_s):]) or rows
+        out: dict = {"samples": len(rows)}
+        for index, name in enumerate(header[1:], start=1):
+            values = [float(r[index]) for r in rows if len(r) > index and r[index].replace(".", "", 1).isdigit()]
+            if values:
+                out[f"{name}_pct_mean"], out[f"{name}_pct_max"] = _r(float(np.mean(values)), 1), _r(max(values), 1)
+        return out
+
+
 def _processes(concurrency: int, cap: int) -> int:
     return max(1, min(cap, concurrency // 4, concurrency))
 
@@ -562,7 +608,7 @@ def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency:
     probe = StatisticsProbe(ctx.grpc, model)
     spec = ClientSpec("grpc", ctx.grpc, payload, timeout_s=30.0)
     cpu_before = _host_cpu()
-    with GpuSampler(ctx.metrics if a.device == "gpu" else None) as sampler:
+    with GpuSampler(ctx.metrics if a.device == "gpu" else None) as sampler, EngineSampler(a.device == "gpu") as engines:
         result = run_load(spec, settings, probe=probe)
     host_cpu = _cores_busy(cpu_before, _host_cpu())
     probe.close()
@@ -578,7 +624,8 @@ def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency:
         "completed": result.completed, "errors": result.errors, "error_messages": result.error_messages,
         "stable": result.stable, "windows": len(result.windows), "client_cpu": _r(result.client_cpu, 3),
         "late_sends": result.late_sends, "warnings": result.warnings, "batches": batches, "server_split_ms": server_split,
-        "gpu": sampler.summary(skip_s=a.warmup_s), "host_cpu": host_cpu, "payload": payload_info,
+        "gpu": sampler.summary(skip_s=a.warmup_s), "gpu_engines": engines.summary(skip_s=a.warmup_s),
+        "host_cpu": host_cpu, "payload": payload_info,
         "window_throughputs": [_r(w["throughput"], 1) for w in data["windows"]],
     }
     if model == "yolo_e2e" and mode == "concurrency":
@@ -702,29 +749,75 @@ def stage_pipeline(ctx: Context) -> dict:
 
 
 VARIANT = re.compile(r"(?P<kind>[ic])(?P<instances>\d+)(?:b(?P<max_batch>\d+))?(?:p(?P<preferred>\d+(?:-\d+)*))?"
-                     r"(?:d(?P<delay_us>\d+))?(?P<blocking>s)?")
+                     r"(?:d(?P<delay_us>\d+))?")
 
 
 def _variant(text: str, graph_batches: list[int]) -> dict:
-    """--variants entry (see the docstring: c8, c8b128, c8p64, c8d2000s, ...) -> _reload_e2e's arguments."""
+    """--variants entry (see the docstring: c8, c8b128, c8p64, c8p32-64d2000, ...) -> _reload_e2e's arguments."""
     match = VARIANT.fullmatch(text)
     if match is None:
-        raise ValueError(f"variant {text!r}: expected [ic]N[bM][pA-B][dU][s]")
+        raise ValueError(f"variant {text!r}: expected [ic]N[bM][pA-B][dU]")
     v = match.groupdict()
     compiled = v["kind"] == "c"
     return {"instances": int(v["instances"]), "compile_mode": "default" if compiled else None,
             "graph_batches": graph_batches if compiled else None,
             "max_batch": int(v["max_batch"]) if v["max_batch"] else None,
             "preferred": [int(b) for b in v["preferred"].split("-")] if v["preferred"] else None,
-            "delay_us": int(v["delay_us"]) if v["delay_us"] else None, "cuda_sync": "blocking" if v["blocking"] else None}
+            "delay_us": int(v["delay_us"]) if v["delay_us"] else None}
+
+
+def _decode_worker(blob: bytes, batch: int, seconds: float, barrier, results) -> None:
+    """One process decoding batches of `blob` with torchvision's nvJPEG path as the served model does."""
+    import torch
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    data = [torch.frombuffer(bytearray(blob), dtype=torch.uint8) for _ in range(batch)]
+    for _ in range(3):
+        decode_jpeg(data, mode=ImageReadMode.RGB, device="cuda:0")
+    torch.cuda.synchronize()
+    barrier.wait()
+    images, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        decode_jpeg(data, mode=ImageReadMode.RGB, device="cuda:0")
+        images += batch
+    torch.cuda.synchronize()
+    results.put((images, time.perf_counter() - t0))
+
+
+def stage_decode(ctx: Context) -> dict:
+    """The decoder's ceiling: P processes (as P model instances would) each decoding batches of the load
+    test's JPEG through torchvision.io.decode_jpeg on the GPU for --decode-seconds, together: images/s in
+    all, and the JPEG engines' utilisation while they run. No Triton, no engine, no letterbox."""
+    import multiprocessing
+
+    a = ctx.args
+    payload, info = _e2e_payload()
+    blob = bytes(payload.tensors[0].array.reshape(-1)[0])
+    spawn = multiprocessing.get_context("spawn")
+    out: dict = {"payload": info, "batch": a.decode_batch, "seconds": a.decode_seconds, "processes": {}}
+    for count in a.decode_processes:
+        barrier, results = spawn.Barrier(count), spawn.Queue()
+        workers = [spawn.Process(target=_decode_worker, args=(blob, a.decode_batch, a.decode_seconds, barrier, results))
+                   for _ in range(count)]
+        with EngineSampler(True) as engines:
+            for worker in workers:
+                worker.start()
+            done = [results.get(timeout=120 + a.decode_seconds) for _ in workers]
+        for worker in workers:
+            worker.join(timeout=30)
+        row = {"images_per_s": _r(sum(n / t for n, t in done), 1),
+               "per_process_images_per_s": sorted(_r(n / t, 1) for n, t in done),
+               "engines": engines.summary(last_s=a.decode_seconds)}  # the timed part: start-up and warm-up left out
+        out["processes"][str(count)] = row
+        print(f"  decode {count} processes: {row}", flush=True)
+    return out
 
 
 def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_batches: list[int] | None,
-                max_batch: int | None = None, preferred: list[int] | None = None, delay_us: int | None = None,
-                cuda_sync: str | None = None) -> dict:
+                max_batch: int | None = None, preferred: list[int] | None = None, delay_us: int | None = None) -> dict:
     """Load yolo_e2e again with a config override (Triton's load API): instance count, torch_compile,
     cuda_graph_batches, max_batch_size (preferred sizes its quarter, half and whole unless `preferred`),
-    the queue delay, cuda_sync. The first call remembers the built config; each variant starts from it."""
+    the queue delay. The first call remembers the built config; each variant starts from it."""
     import tritonclient.grpc as grpcclient
 
     client = grpcclient.InferenceServerClient(ctx.grpc)
@@ -744,8 +837,6 @@ def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_ba
             config["dynamic_batching"]["preferred_batch_size"] = preferred
         if delay_us is not None:
             config["dynamic_batching"]["max_queue_delay_microseconds"] = delay_us
-        if cuda_sync:
-            params["cuda_sync"] = {"string_value": cuda_sync}
         if graph_batches:
             params["cuda_graph_batches"] = {"string_value": ",".join(str(b) for b in graph_batches)}
         started = time.monotonic()
@@ -855,12 +946,12 @@ def _graph_forward(engine, x, convs: list | None = None):
     return values[engine.signature.outputs[0].name]
 
 
-def _engine(ctx: Context, compile_mode: str | None = None, cudnn_benchmark: bool = True):
+def _engine(ctx: Context, compile_mode: str | None = None):
     from harness.engines.torch_engine import TorchEngine
 
     gpu = ctx.args.device == "gpu"
     return TorchEngine(ctx.engine_model, device="cuda:0" if gpu else "cpu", precision="fp16" if gpu else "fp32",
-                       compile_mode=compile_mode, cudnn_benchmark=cudnn_benchmark)
+                       compile_mode=compile_mode)
 
 
 def _e2e_config(ctx: Context):
@@ -878,13 +969,13 @@ def _served_compile_mode(ctx: Context) -> str | None:
     return _e2e_config(ctx)[1].get("torch_compile") or None
 
 
-def _compiled_engine(ctx: Context, eager, mode: str, batches: list[int], size: int, cudnn_benchmark: bool = True) -> dict:
+def _compiled_engine(ctx: Context, eager, mode: str, batches: list[int], size: int) -> dict:
     """The engine with its shape plans through torch.compile (inductor), captured as CUDA graphs: the
     compile time per batch size, and the largest difference from the eager plan's output."""
     import torch
 
-    engine = _engine(ctx, compile_mode=mode, cudnn_benchmark=cudnn_benchmark)
-    info: dict = {"mode": mode, "cudnn_benchmark": cudnn_benchmark, "compile_s": {}, "max_abs_diff_vs_eager": {}}
+    engine = _engine(ctx, compile_mode=mode)
+    info: dict = {"mode": mode, "compile_s": {}, "max_abs_diff_vs_eager": {}}
     try:
         import triton
 
@@ -954,10 +1045,6 @@ def stage_engine(ctx: Context) -> dict:
             out["compiled"] = _compiled_engine(ctx, engine, a.engine_compile, a.engine_batches, size)
             if out["compiled"].get("engine") is not None:
                 variants["compiled_cuda_graph"] = out["compiled"].pop("engine").forward
-            # the same graphs with cuDNN's heuristic algorithms: what the cudnn_benchmark default buys
-            out["compiled_heuristic"] = _compiled_engine(ctx, engine, a.engine_compile, a.engine_batches, size, cudnn_benchmark=False)
-            if out["compiled_heuristic"].get("engine") is not None:
-                variants["compiled_cuda_graph_heuristic"] = out["compiled_heuristic"].pop("engine").forward
     for variant, fn in variants.items():
         table = {}
         for batch in a.engine_batches:
@@ -1112,12 +1199,15 @@ def parse_args(argv=None):
     p.add_argument("--startup-timeout", type=float, default=240)
     p.add_argument("--deadline-s", type=float, default=480, help="the whole run; stages past it are skipped")
     p.add_argument("--pipeline-seconds", type=float, default=1.0, help="per step and batch size in the pipeline stage")
+    p.add_argument("--decode-processes", type=_ints, default=[1, 4, 8], help="decode stage: processes decoding together")
+    p.add_argument("--decode-batch", type=int, default=64)
+    p.add_argument("--decode-seconds", type=float, default=4.0)
     p.add_argument("--pipeline-compile", default="", help="torch.compile mode for the pipeline stage's engine ('' = eager)")
     p.add_argument("--profile-batch", type=int, default=64, help="batch size of the profile stage")
     p.add_argument("--engine-compile", default="", help="torch.compile mode measured in the engine stage ('' = not measured)")
     p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=[],
                    help="yolo_e2e reloaded with: iN = N instances, cN = N instances with torch_compile=default; "
-                        "then bM max_batch_size, pA-B preferred sizes, dU queue delay µs, s cuda_sync blocking")
+                        "then bM max_batch_size, pA-B preferred sizes, dU queue delay µs")
     p.add_argument("--variant-concurrency", type=_ints, default=[64, 128, 256])
     p.add_argument("--compile-graph-batches", type=_ints, default=[8, 16, 32, 64],
                    help="cuda_graph_batches of the compiled variants (one compile per size per instance at load)")
@@ -1160,6 +1250,8 @@ def main(argv=None) -> int:
         stage("build", 180, stage_build, ctx, min_s=20)
         stage("profile", 90, stage_profile, ctx, min_s=20)
         stage("pipeline", 120 + (240 if args.pipeline_compile else 0), stage_pipeline, ctx, min_s=30)
+        if args.device == "gpu":
+            stage("decode", 60 + len(args.decode_processes) * (30 + args.decode_seconds), stage_decode, ctx, min_s=30)
         if want("server") or any(want(p) for p in ("accuracy", "e2e", "raw", "unbatched")):
             rec.stage("server", args.startup_timeout + 30, stage_server, ctx, min_s=60)
             rec.data["summary"] = summarise(rec.data)

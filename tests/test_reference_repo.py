@@ -125,14 +125,6 @@ def test_thresholds_override_and_reject_bad_request_parameters():
         serving.Thresholds.from_parameters({"conf": "0.25", "iou": "0.7"})
 
 
-def test_cuda_sync_parameter_is_checked_before_the_engine_opens(tmp_path):
-    (tmp_path / "1").mkdir()
-    (tmp_path / "1" / "model.onnx").write_bytes(b"")
-    args = {"model_repository": str(tmp_path), "model_version": "1", "model_instance_kind": "GPU", "model_instance_device_id": "0"}
-    with pytest.raises(serving.ConfigParameterError, match=r"'cuda_sync'='yield' is not one of \('spin', 'blocking'\)"):
-        serving.open_model_engine(args, {"runtime": "torch", "model_file": "model.onnx", "cuda_sync": "yield"})
-
-
 def test_letterbox_geometry_survives_the_ensemble_tensor():
     import numpy as np
 
@@ -163,7 +155,7 @@ def test_vendored_harness_imports_on_its_own(cpu_repository):
     and must not pull in the build side (tritonclient)."""
     version = cpu_repository / "yolo_e2e" / "1"
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "import harness.reference.serving, harness.engines.ort, harness.engines.cuda_sync, harness.vision.pipeline, harness; "
+            "import harness.reference.serving, harness.engines.ort, harness.vision.pipeline, harness; "
             "assert harness.__file__.startswith(sys.argv[1]), harness.__file__; "
             "assert 'tritonclient' not in sys.modules; print('ok')")
     result = subprocess.run([sys.executable, "-I", "-c", code, str(version)], capture_output=True, text=True, timeout=120)

@@ -307,15 +307,10 @@ class TorchEngine:
 
     `compile_mode` (one of COMPILE_MODES) runs each shape plan through torch.compile (inductor): the
     plan's straight-line torch calls trace as one graph, pointwise ops fuse around cuDNN's convolutions.
-    It costs a compile per input shape, paid at the first run of that shape (in `capture`, at load).
-
-    `cudnn_benchmark` (default on): `capture` lets cuDNN time its convolution algorithms for each shape in
-    the warm-up runs (the shapes of a captured graph never change), instead of taking its heuristic pick;
-    the chosen algorithms are what the graph records. It sets torch.backends.cudnn.benchmark for the
-    process, which in a Triton stub is this engine's alone."""
+    It costs a compile per input shape, paid at the first run of that shape (in `capture`, at load)."""
 
     def __init__(self, path: str | Path, *, device: str | None = None, precision: str = "fp16", name: str | None = None,
-                 channels_last: bool | None = None, compile_mode: str | None = None, cudnn_benchmark: bool = True):
+                 channels_last: bool | None = None, compile_mode: str | None = None):
         torch = _torch()
         self.torch = torch
         if device is None:
@@ -335,7 +330,6 @@ class TorchEngine:
         self.device = device
         self.precision = precision
         self.compile_mode = compile_mode
-        self.cudnn_benchmark = cudnn_benchmark
         self.channels_last = device.startswith("cuda") if channels_last is None else channels_last
         self._float = torch.float16 if precision == "fp16" else torch.float32
         model = onnx.load(str(self.path))
@@ -400,7 +394,6 @@ class TorchEngine:
         if not self.device.startswith("cuda"):
             raise ValueError(f"CUDA graphs need a CUDA device, this engine runs on {self.device}")
         sizes = sorted({int(b) for b in batch_sizes}, reverse=True)
-        torch.backends.cudnn.benchmark = self.cudnn_benchmark
         with torch.inference_mode(), torch.cuda.device(self.device):
             for batch in sizes:
                 shape = (batch, 3, *spatial)

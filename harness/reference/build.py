@@ -33,7 +33,6 @@ VENDORED = (
     "harness/vision/gpu/letterbox.py", "harness/vision/gpu/pipeline.py",
     "harness/engines/__init__.py", "harness/engines/base.py", "harness/engines/signature.py",
     "harness/engines/onnx_signature.py", "harness/engines/ort.py", "harness/engines/torch_engine.py",
-    "harness/engines/cuda_sync.py",
     "harness/reference/__init__.py", "harness/reference/serving.py",
 )
 MANIFEST = "reference.json"

@@ -32,7 +32,7 @@ class Target:
     conf: float = 0.25
     iou: float = 0.7
     gpu_instances: int = 2
-    e2e_gpu_instances: int = 4
+    e2e_gpu_instances: int = 8  # processes: with CUDA MPS they share the GPU (benchmarks/results/README.md)
     e2e_torch_compile: str = "default"  # harness.engines.torch_engine.COMPILE_MODES
 
     def __post_init__(self):

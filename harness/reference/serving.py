@@ -46,8 +46,8 @@ def instance_device(args: dict) -> str:
 
 
 def open_model_engine(args: dict, params: dict[str, str]):
-    """The engine named by the config (`runtime`, `model_file`, `precision`, `torch_compile`, `cuda_sync`,
-    `intra_op_threads`), loaded from this version's folder onto this instance's device."""
+    """The engine named by the config (`runtime`, `model_file`, `precision`, `torch_compile`, `intra_op_threads`),
+    loaded from this version's folder onto this instance's device."""
     from harness.engines import open_engine
 
     path = Path(args["model_repository"]) / args["model_version"] / required(params, "model_file")
@@ -59,13 +59,6 @@ def open_model_engine(args: dict, params: dict[str, str]):
     if runtime == "onnxruntime" and params.get("intra_op_threads"):
         options["intra_op_threads"] = required(params, "intra_op_threads", int)
     if runtime == "torch":
-        sync = params.get("cuda_sync", "spin")
-        from harness.engines.cuda_sync import SYNC_MODES, blocking_sync
-
-        if sync not in SYNC_MODES:
-            raise ConfigParameterError(f"config.pbtxt: parameter 'cuda_sync'={sync!r} is not one of {SYNC_MODES}")
-        if sync == "blocking" and device.startswith("cuda"):
-            blocking_sync(int(device.split(":")[1]))
         options["precision"] = params.get("precision", "fp16")
         if params.get("torch_compile"):
             from harness.engines.torch_engine import COMPILE_MODES
