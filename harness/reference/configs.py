@@ -4,9 +4,10 @@ the committed config.pbtxt files are what the builder writes and a test can rege
 Choices, from Triton's model-configuration and optimization guides:
 - dims exclude the batch dimension; max_batch_size bounds what dynamic batching may form;
 - dynamic batching with preferred sizes the runtime runs well, and a short queue delay;
-- CPU instances: one each (2 shared cores here; ORT gets the threads); GPU: two KIND_GPU instances per
-  GPU (one decodes and launches while the other's batch runs) running PyTorch FP16 with CUDA graphs for
-  the batch sizes the batcher forms (yolo_raw, yolo_e2e), or the TensorRT/ONNX Runtime backends;
+- CPU instances: one each (2 shared cores here; ORT gets the threads); GPU: KIND_GPU instances running
+  PyTorch FP16 with CUDA graphs for the batch sizes the batcher forms, two for yolo_raw (transport-bound)
+  and eight for yolo_e2e (each a process with a serial decode -> engine -> NMS chain; with CUDA MPS their
+  kernels interleave), or the TensorRT/ONNX Runtime backends;
 - yolo_raw keeps two versions live (`latest {num_versions: 2}`) so hot reload can be exercised."""
 
 from __future__ import annotations
