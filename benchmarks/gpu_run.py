@@ -799,12 +799,16 @@ def stage_decode(ctx: Context) -> dict:
         barrier, results = spawn.Barrier(count), spawn.Queue()
         workers = [spawn.Process(target=_decode_worker, args=(blob, a.decode_batch, a.decode_seconds, barrier, results))
                    for _ in range(count)]
-        with EngineSampler(True) as engines:
+        try:
+            with EngineSampler(True) as engines:
+                for worker in workers:
+                    worker.start()
+                done = [results.get(timeout=120 + a.decode_seconds) for _ in workers]
+        finally:  # a worker that died leaves the others at the barrier: none outlives the stage
             for worker in workers:
-                worker.start()
-            done = [results.get(timeout=120 + a.decode_seconds) for _ in workers]
-        for worker in workers:
-            worker.join(timeout=30)
+                worker.join(timeout=5)  # a finished one exits right after handing its count over
+                if worker.is_alive():
+                    worker.kill()
         row = {"images_per_s": _r(sum(n / t for n, t in done), 1),
                "per_process_images_per_s": sorted(_r(n / t, 1) for n, t in done),
                "engines": engines.summary(last_s=a.decode_seconds)}  # the timed part: start-up and warm-up left out
@@ -1059,7 +1063,6 @@ def stage_engine(ctx: Context) -> dict:
             if ctx_write:
                 ctx_write.data["stages"].setdefault("engine_partial", {})["result"] = out
                 ctx_write.write()
-    torch.backends.cudnn.benchmark = False
     for batch in [b for b in a.engine_batches if b <= 32][-2:]:  # the served model's path: fp32 numpy in and out
         arr = np.random.default_rng(0).random((batch, 3, size, size), dtype=np.float32)
         name = engine.signature.inputs[0].name

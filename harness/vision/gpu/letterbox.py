@@ -47,12 +47,12 @@ class DeviceLetterbox:
             if content.shape[2:] != (nh, nw):
                 content = F.interpolate(content.float(), size=(nh, nw), mode="bilinear", align_corners=False, antialias=False)
                 content = content.round_().clamp_(0, 255)
+            # half ops compute in float and round once: the same levels as a float32 / 255 cast to half
             if indices == list(range(indices[0], indices[-1] + 1)):  # one run of the batch: a view, no scatter
-                window = canvas[indices[0]: indices[-1] + 1, :, top: top + nh, left: left + nw]
-                window.copy_(content).div_(255.0)  # half ops compute in float and round once: as float32 / 255 cast
+                canvas[indices[0]: indices[-1] + 1, :, top: top + nh, left: left + nw].copy_(content).div_(255.0)
             else:
                 rows = torch.as_tensor(indices, device=canvas.device)
-                canvas[rows, :, top: top + nh, left: left + nw] = (content.float() / 255.0).to(canvas.dtype)
+                canvas[rows, :, top: top + nh, left: left + nw] = content.to(canvas.dtype).div_(255.0)
         return canvas, metas
 
     def restore(self, detections: torch.Tensor, num: torch.Tensor, metas: Sequence[LetterboxMeta]) -> torch.Tensor:
