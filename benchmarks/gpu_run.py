@@ -30,6 +30,9 @@ Stages (in this order; `--stages` picks a subset):
                input shapes; the stem convolution with 3 input channels vs padded to 4 and 8
   pipeline     yolo_e2e's DevicePipeline locally, per batch size: header check, nvJPEG decode, letterbox,
                engine, NMS, restore + copy out, each synchronised and timed, and the whole detect()
+  fusion       every convolution of the engine at --profile-batch: cuDNN's convolution alone, + bias + SiLU as
+               the engine runs them, and cuDNN's fused conv->bias->SiLU graph (benchmarks/fusion.py; needs
+               the carried nvidia-cudnn-frontend): GPU ms summed over the graph, what fusing would save
   decode       the decoder's ceiling: --decode-processes processes decoding batches of the load JPEG with
                torchvision's nvJPEG together (images/s, and every GPU engine's utilisation from nvidia-smi dmon)
   reload_V     yolo_e2e loaded again with a config override (--variants: iN = N instances, cN = N
@@ -737,7 +740,21 @@ def stage_pipeline(ctx: Context) -> dict:
             steps["restore_copy_out"], _ = clock(
                 lambda: (pipeline.letterbox.restore(det.clone(), num, metas).cpu(), num.cpu()), repeats)
             detect_ms, _ = clock(lambda: pipeline.detect(jobs), repeats)
+            if pipeline.stream is not None:  # what each step costs the GPU itself, waits left out
+                device = {"header_check": {"kernel_ms": 0.0, "copy_ms": 0.0},
+                          "decode": _device_ms(lambda: decode_images(blobs, dev)),
+                          "letterbox": _device_ms(lambda: pipeline.letterbox.batch(images)),
+                          "engine": _device_ms(lambda: engine.forward(tensor)),
+                          "nms": _device_ms(lambda: decode_batch(raw, conf, iou, max_det, target.max_det)),
+                          "restore_copy_out": _device_ms(lambda: (pipeline.letterbox.restore(det.clone(), num, metas).cpu(),
+                                                                  num.cpu())),
+                          "detect": _device_ms(lambda: pipeline.detect(jobs))}
         row = {k: _r(v, 3) for k, v in steps.items()}
+        if pipeline.stream is not None:
+            row["device_ms"] = {k: {kk: _r(vv, 3) for kk, vv in v.items()} for k, v in device.items()}
+            per_image = device["detect"]["kernel_ms"] * 1e3 / batch
+            row["kernel_us_per_image"] = _r(per_image, 2)
+            row["kernel_bound_images_per_s"] = _r(1e6 / per_image, 0) if per_image else None
         row["sum_of_steps_ms"] = _r(sum(steps.values()) - steps["header_check"], 3)  # decode includes the header check
         row["detect_ms"] = _r(detect_ms, 3)
         row["detect_images_per_s"] = _r(batch / detect_ms * 1e3, 1)
@@ -746,6 +763,30 @@ def stage_pipeline(ctx: Context) -> dict:
         out["batches"][str(batch)] = row
         print(f"  pipeline batch {batch}: {row}", flush=True)
     return out
+
+
+def _device_ms(fn, repeats: int = 5) -> dict:
+    """GPU time per call of fn's kernels and of its copies/memsets (CUPTI through torch.profiler): what a
+    step costs the GPU, apart from the time it waits. nvJPEG's hardware decoder is an engine of its own and
+    not in it."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(repeats):
+            fn()
+        torch.cuda.synchronize()
+    kernel_us = copy_us = 0.0
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        if event.name.startswith(("Memcpy", "Memset")):
+            copy_us += event.time_range.elapsed_us()
+        else:
+            kernel_us += event.time_range.elapsed_us()
+    return {"kernel_ms": kernel_us / repeats / 1e3, "copy_ms": copy_us / repeats / 1e3}
 
 
 VARIANT = re.compile(r"(?P<kind>[ic])(?P<instances>\d+)(?:b(?P<max_batch>\d+))?(?:p(?P<preferred>\d+(?:-\d+)*))?"
@@ -856,6 +897,14 @@ def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_ba
 
 
 # ---- engine alone ------------------------------------------------------------------------------------
+
+def stage_fusion(ctx: Context) -> dict:
+    from benchmarks.fusion import stage_fusion as fusion
+
+    if ctx.engine_model is None:
+        raise RuntimeError("no model: the build stage failed")
+    return fusion(_engine(ctx), ctx.args.profile_batch, ctx.args.imgsz)
+
 
 def _profile_rows(averages, limit: int) -> list[dict]:
     """torch.profiler averages with device time, slowest first (attribute names moved across torch versions)."""
@@ -1254,6 +1303,7 @@ def main(argv=None) -> int:
         stage("profile", 90, stage_profile, ctx, min_s=20)
         stage("pipeline", 120 + (240 if args.pipeline_compile else 0), stage_pipeline, ctx, min_s=30)
         if args.device == "gpu":
+            stage("fusion", 240, stage_fusion, ctx, min_s=30)
             stage("decode", 60 + len(args.decode_processes) * (30 + args.decode_seconds), stage_decode, ctx, min_s=30)
         if want("server") or any(want(p) for p in ("accuracy", "e2e", "raw", "unbatched")):
             rec.stage("server", args.startup_timeout + 30, stage_server, ctx, min_s=60)

@@ -7,6 +7,7 @@
 #                         numpy 2 only) tritonclient==2.73.0 python-rapidjson==1.25 pycocotools==2.0.11
 #                         onnxslim==0.1.98 pytest==9.0.1 (+ pluggy, iniconfig, packaging)
 #   .gpu/torchvision.tar.xz  torchvision==0.26.0 unpacked (nvJPEG), used when the machine has none
+#   .gpu/cudnn_fe.tar.xz  nvidia-cudnn-frontend==1.32.0's cudnn/ package (the fusion stage), optional
 #   .gpu/wrk.tar.xz       Debian's wrk binary and libluajit-5.1.so.2 (bin/, lib/), for the fidelity stage
 #   .gpu/fallback.tar.xz  grpcio==1.85.3 protobuf==6.33.6, unpacked only when the machine's are too old
 #                         for tritonclient's generated code
@@ -44,6 +45,7 @@ mkdir -p "$OUT"
     cp -r benchmarks/cv2_fallback/cv2 "$SP/cv2"
   fi
   tar -xJf .gpu/server.tar.xz -C "$SP" || exit 1
+  if [ -f .gpu/cudnn_fe.tar.xz ]; then tar -xJf .gpu/cudnn_fe.tar.xz -C "$SP" || exit 1; fi
   if [ -f .gpu/wrk.tar.xz ]; then mkdir -p "$V/wrk" && tar -xJf .gpu/wrk.tar.xz -C "$V/wrk"; fi
   # The stub needs the base interpreter's libpython; sysconfig's LIBDIR is what ServerFiles adds, this
   # is a second guess beside the real executable, harmless when LIBDIR is right.

@@ -10,7 +10,7 @@ mkdir -p .gpu/whl
 PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
 for spec in numpy==1.26.4 ml_dtypes==0.5.4 tritonclient==2.73.0 python-rapidjson==1.25 pycocotools==2.0.11 \
             onnxslim==0.1.98 grpcio==1.85.3 protobuf==6.33.6 torchvision==0.26.0 \
-            pytest==9.0.1 pluggy==1.6.0 iniconfig==2.3.0 packaging==25.0; do
+            pytest==9.0.1 pluggy==1.6.0 iniconfig==2.3.0 packaging==25.0 nvidia-cudnn-frontend==1.32.0; do
   $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $PLAT -d .gpu/whl "$spec"
 done
 STAGE=$(mktemp -d)
@@ -21,11 +21,14 @@ done
 # torchvision 0.26.0 is the build for the machine's torch 2.11 (cu130; it bundles nvJPEG): unpacked only
 # when the machine has no torchvision of its own
 mkdir -p "$STAGE/tv" && unzip -q -o .gpu/whl/torchvision-0.26.0-*.whl -d "$STAGE/tv"
+# cudnn-frontend (the fusion stage's cuDNN graph API) without its C++ headers: the machine's torch brings libcudnn
+mkdir -p "$STAGE/cfe" && unzip -q -o .gpu/whl/nvidia_cudnn_frontend-1.32.0-*.whl 'cudnn/*' -d "$STAGE/cfe"
 for w in .gpu/whl/{grpcio,protobuf}-*.whl; do unzip -q -o "$w" -d "$STAGE/fallback"; done
 find "$STAGE" -type d -name tests -prune -exec rm -rf {} +
 tar -C "$STAGE/main" -c . | xz -9e -T2 > .gpu/site.tar.xz
 tar -C "$STAGE/fallback" -c . | xz -9e -T2 > .gpu/fallback.tar.xz
 tar -C "$STAGE/tv" -c . | xz -9e -T2 > .gpu/torchvision.tar.xz
+tar -C "$STAGE/cfe" -c . | xz -9e -T2 > .gpu/cudnn_fe.tar.xz
 : > "$STAGE/pt/pytriton/__init__.py"  # find_spec("pytriton") is all serverfiles.locate() needs
 tar -C "$SP" -c --exclude=__pycache__ --exclude='libpython3*' pytriton/tritonserver/bin pytriton/tritonserver/backends \
     pytriton/tritonserver/python_backend_stubs/3.12 nvidia_pytriton.libs -C "$STAGE/pt" pytriton/__init__.py \
