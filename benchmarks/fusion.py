@@ -65,6 +65,40 @@ def _graph_ms(torch, fn) -> float:
     return start.elapsed_time(end) / (3 * REPEATS)
 
 
+class FusedConv:
+    """conv_fprop -> bias -> swish (SiLU) as one cuDNN graph for one input shape, NHWC half in and out."""
+
+    def __init__(self, cudnn, torch, handle, x, w, b, attrs, silu: bool):
+        top, left = attrs.get("pads", [0, 0, 0, 0])[:2]
+        self.cudnn, self.torch, self.handle = cudnn, torch, handle
+        half = cudnn.data_type.HALF
+        graph = cudnn.pygraph(io_data_type=half, intermediate_data_type=cudnn.data_type.FLOAT,
+                              compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+        self.bias = b.reshape(1, -1, 1, 1).contiguous(memory_format=torch.channels_last)
+        self.X = graph.tensor(name="X", dim=list(x.shape), stride=list(x.stride()), data_type=half)
+        self.W = graph.tensor(name="W", dim=list(w.shape), stride=list(w.stride()), data_type=half)
+        self.B = graph.tensor(name="B", dim=list(self.bias.shape), stride=list(self.bias.stride()), data_type=half)
+        y = graph.conv_fprop(image=self.X, weight=self.W, padding=[top, left], stride=list(attrs.get("strides", [1, 1])),
+                             dilation=list(attrs.get("dilations", [1, 1])))
+        y = graph.bias(name="bias", input=y, bias=self.B)
+        if silu:
+            y = graph.swish(input=y, swish_beta=1.0)
+        y.set_output(True).set_data_type(half)
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        graph.check_support()
+        graph.build_plans()
+        self.Y, self.graph, self.w = y, graph, w
+        self.out_shape = tuple(y.get_dim()) if hasattr(y, "get_dim") else None
+        self.workspace = torch.empty(max(1, graph.get_workspace_size()), device=x.device, dtype=torch.uint8)
+
+    def __call__(self, x, out):
+        self.cudnn.set_stream(handle=self.handle, stream=self.torch.cuda.current_stream().cuda_stream)
+        self.graph.execute({self.X: x, self.W: self.w, self.B: self.bias, self.Y: out}, self.workspace, handle=self.handle)
+        return out
+
+
 def stage_fusion(engine, batch: int, size: int) -> dict:
     """Per convolution of the reference graph at `batch`: cuDNN convolution alone, convolution + bias +
     SiLU as the served engine's ops run them (eager), and cuDNN's fused graph; sums over the graph, and
@@ -74,45 +108,46 @@ def stage_fusion(engine, batch: int, size: int) -> dict:
 
     import cudnn
 
-    from harness.engines.cudnn_fusion import FusedConv, bias_4d
-
     out: dict = {"cudnn_backend": cudnn.backend_version() if hasattr(cudnn, "backend_version") else None,
                  "cudnn_frontend": getattr(cudnn, "__version__", None), "torch_cudnn": torch.backends.cudnn.version(),
                  "batch": batch, "repeats_per_graph": REPEATS, "convs": []}
+    handle = cudnn.create_handle()
     started = time.monotonic()
     sums = {"conv_only_ms": 0.0, "conv_bias_silu_eager_ms": 0.0, "cudnn_fused_ms": 0.0}
     worst = 0.0
-    with torch.inference_mode():
-        for index, conv in enumerate(reference_convs(engine, batch, size)):
-            attrs, w, b = conv["attrs"], conv["w"], conv["b"]
-            if attrs.get("group", 1) != 1 or b is None:
-                out["convs"].append({"index": index, "skipped": "grouped or without bias"})
-                continue
-            x = torch.randn(conv["x_shape"], device=engine.device, dtype=torch.float16).contiguous(
-                memory_format=torch.channels_last)
-            stride, pad = attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0])[:2]
-            act = F.silu if conv["silu"] else (lambda t: t)
-            row = {"index": index, "x": list(conv["x_shape"]), "w": list(w.shape), "stride": stride, "silu": conv["silu"]}
-            row["conv_only_ms"] = _graph_ms(torch, lambda: F.conv2d(x, w, None, stride=stride, padding=pad))
-            row["conv_bias_silu_eager_ms"] = _graph_ms(torch, lambda: act(F.conv2d(x, w, b, stride=stride, padding=pad)))
-            expected = act(F.conv2d(x, w, b, stride=stride, padding=pad))
-            try:
-                bias = bias_4d(b)
-                fused = FusedConv(x, w, bias, stride, list(pad), attrs.get("dilations", [1, 1]), conv["silu"])
-                y = torch.empty_like(expected)
-                fused(x, w, bias, y)
-                torch.cuda.synchronize()
-                diff = (y.float() - expected.float()).abs().max().item()
-                worst = max(worst, diff)
-                row["cudnn_fused_ms"] = _graph_ms(torch, lambda: fused(x, w, bias, y))
-                row["max_abs_diff"] = round(diff, 4)
-            except Exception as error:  # noqa: BLE001 -- recorded per conv: which shapes cuDNN will not fuse
-                row["cudnn_error"] = f"{type(error).__name__}: {error}"[:400]
-            for key in sums:
-                if key in row:
-                    row[key] = round(row[key], 4)
-                    sums[key] += row[key]
-            out["convs"].append(row)
+    try:
+        with torch.inference_mode():
+            for index, conv in enumerate(reference_convs(engine, batch, size)):
+                attrs, w, b = conv["attrs"], conv["w"], conv["b"]
+                if attrs.get("group", 1) != 1 or b is None:
+                    out["convs"].append({"index": index, "skipped": "grouped or without bias"})
+                    continue
+                x = torch.randn(conv["x_shape"], device=engine.device, dtype=torch.float16).contiguous(
+                    memory_format=torch.channels_last)
+                stride, pad = attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0])[:2]
+                act = F.silu if conv["silu"] else (lambda t: t)
+                row = {"index": index, "x": list(conv["x_shape"]), "w": list(w.shape), "stride": stride, "silu": conv["silu"]}
+                row["conv_only_ms"] = _graph_ms(torch, lambda: F.conv2d(x, w, None, stride=stride, padding=pad))
+                row["conv_bias_silu_eager_ms"] = _graph_ms(torch, lambda: act(F.conv2d(x, w, b, stride=stride, padding=pad)))
+                expected = act(F.conv2d(x, w, b, stride=stride, padding=pad))
+                try:
+                    fused = FusedConv(cudnn, torch, handle, x, w, b, attrs, conv["silu"])
+                    y = torch.empty_like(expected)
+                    fused(x, y)
+                    torch.cuda.synchronize()
+                    diff = (y.float() - expected.float()).abs().max().item()
+                    worst = max(worst, diff)
+                    row["cudnn_fused_ms"] = _graph_ms(torch, lambda: fused(x, y))
+                    row["max_abs_diff"] = round(diff, 4)
+                except Exception as error:  # noqa: BLE001 -- recorded per conv: which shapes cuDNN will not fuse
+                    row["cudnn_error"] = f"{type(error).__name__}: {error}"[:400]
+                for key in sums:
+                    if key in row:
+                        row[key] = round(row[key], 4)
+                        sums[key] += row[key]
+                out["convs"].append(row)
+    finally:
+        cudnn.destroy_handle(handle)
     out["sums_ms"] = {k: round(v, 3) for k, v in sums.items()}
     out["fused_failures"] = sum(1 for r in out["convs"] if "cudnn_error" in r)
     out["max_abs_diff"] = round(worst, 4)

@@ -37,15 +37,14 @@ Stages (in this order; `--stages` picks a subset):
                torchvision's nvJPEG together (images/s, and every GPU engine's utilisation from nvidia-smi dmon)
   reload_V     yolo_e2e loaded again with a config override (--variants: iN = N instances, cN = N
                instances with torch_compile; suffixes, in this order: bM max_batch_size M, pA-B preferred
-               batch sizes A and B, dU max_queue_delay U µs, f conv_fusion cudnn / n off), then vV_cN: the closed loop on it at
+               batch sizes A and B, dU max_queue_delay U µs), then vV_cN: the closed loop on it at
                --variant-concurrency
   fp16_vs_fp32 TorchEngine (FP16 on GPU, torch.compile as yolo_e2e is served) vs ONNX Runtime FP32 on the eval
                set: raw-output error statistics (box rows in pixels, score rows) and COCO mAP of both
   engine       the limit: TorchEngine alone on pre-batched device tensors (no transport, no Python backend),
                images/s per batch size, node by node ("interpreted"), through the shape plan, and as CUDA
                graphs (what the served model runs), with --engine-compile also torch.compile'd plans as CUDA
-               graphs (compile time, difference from eager), with --conv-fusion also the fused-convolution
-               engine (compiled when --engine-compile is); the numpy-in/numpy-out path; conv FLOPs per image
+               graphs (compile time, difference from eager); the numpy-in/numpy-out path; conv FLOPs per image
 
 Usage on the GPU machine: see benchmarks/gpu_run.sh (venv with numpy 1.26 for the Python backend stub) and
 benchmarks/README.md. Locally, a smoke run on CPU:
@@ -699,7 +698,7 @@ def stage_pipeline(ctx: Context) -> dict:
     a = ctx.args
     target = Target(imgsz=a.imgsz)
     batches = sorted(b for b in a.engine_batches if b > 1)
-    engine = _engine(ctx, compile_mode=a.pipeline_compile or None, conv_fusion=a.conv_fusion or None)
+    engine = _engine(ctx, compile_mode=a.pipeline_compile or None)
     started = time.monotonic()
     pipeline = DevicePipeline(engine, a.imgsz, max(batches), target.max_det, graph_batches=batches)
     out: dict = {"pipeline": pipeline.describe(), "setup_s": _r(time.monotonic() - started, 1),
@@ -791,22 +790,21 @@ def _device_ms(fn, repeats: int = 5) -> dict:
 
 
 VARIANT = re.compile(r"(?P<kind>[ic])(?P<instances>\d+)(?:b(?P<max_batch>\d+))?(?:p(?P<preferred>\d+(?:-\d+)*))?"
-                     r"(?:d(?P<delay_us>\d+))?(?P<fusion>[fn])?")
+                     r"(?:d(?P<delay_us>\d+))?")
 
 
 def _variant(text: str, graph_batches: list[int]) -> dict:
     """--variants entry (see the docstring: c8, c8b128, c8p64, c8p32-64d2000, ...) -> _reload_e2e's arguments."""
     match = VARIANT.fullmatch(text)
     if match is None:
-        raise ValueError(f"variant {text!r}: expected [ic]N[bM][pA-B][dU][f|n]")
+        raise ValueError(f"variant {text!r}: expected [ic]N[bM][pA-B][dU]")
     v = match.groupdict()
     compiled = v["kind"] == "c"
     return {"instances": int(v["instances"]), "compile_mode": "default" if compiled else None,
             "graph_batches": graph_batches if compiled else None,
             "max_batch": int(v["max_batch"]) if v["max_batch"] else None,
             "preferred": [int(b) for b in v["preferred"].split("-")] if v["preferred"] else None,
-            "delay_us": int(v["delay_us"]) if v["delay_us"] else None,
-            "conv_fusion": {"f": "cudnn", "n": ""}.get(v["fusion"] or "")}
+            "delay_us": int(v["delay_us"]) if v["delay_us"] else None}
 
 
 def _decode_worker(blob: bytes, batch: int, seconds: float, barrier, results) -> None:
@@ -861,12 +859,10 @@ def stage_decode(ctx: Context) -> dict:
 
 
 def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_batches: list[int] | None,
-                max_batch: int | None = None, preferred: list[int] | None = None, delay_us: int | None = None,
-                conv_fusion: str | None = None) -> dict:
+                max_batch: int | None = None, preferred: list[int] | None = None, delay_us: int | None = None) -> dict:
     """Load yolo_e2e again with a config override (Triton's load API): instance count, torch_compile,
     cuda_graph_batches, max_batch_size (preferred sizes its quarter, half and whole unless `preferred`),
-    the queue delay, conv_fusion ("" = off). The first call remembers the built config; each variant starts
-    from it."""
+    the queue delay. The first call remembers the built config; each variant starts from it."""
     import tritonclient.grpc as grpcclient
 
     client = grpcclient.InferenceServerClient(ctx.grpc)
@@ -886,10 +882,6 @@ def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_ba
             config["dynamic_batching"]["preferred_batch_size"] = preferred
         if delay_us is not None:
             config["dynamic_batching"]["max_queue_delay_microseconds"] = delay_us
-        if conv_fusion:
-            params["conv_fusion"] = {"string_value": conv_fusion}
-        elif conv_fusion == "":
-            params.pop("conv_fusion", None)
         if graph_batches:
             params["cuda_graph_batches"] = {"string_value": ",".join(str(b) for b in graph_batches)}
         started = time.monotonic()
@@ -1007,12 +999,12 @@ def _graph_forward(engine, x, convs: list | None = None):
     return values[engine.signature.outputs[0].name]
 
 
-def _engine(ctx: Context, compile_mode: str | None = None, conv_fusion: str | None = None):
+def _engine(ctx: Context, compile_mode: str | None = None):
     from harness.engines.torch_engine import TorchEngine
 
     gpu = ctx.args.device == "gpu"
     return TorchEngine(ctx.engine_model, device="cuda:0" if gpu else "cpu", precision="fp16" if gpu else "fp32",
-                       compile_mode=compile_mode, conv_fusion=conv_fusion)
+                       compile_mode=compile_mode)
 
 
 def _e2e_config(ctx: Context):
@@ -1030,14 +1022,13 @@ def _served_compile_mode(ctx: Context) -> str | None:
     return _e2e_config(ctx)[1].get("torch_compile") or None
 
 
-def _compiled_engine(ctx: Context, eager, mode: str | None, batches: list[int], size: int,
-                     conv_fusion: str | None = None) -> dict:
-    """The engine with its shape plans through torch.compile (inductor) and/or conv_fusion, captured as CUDA
-    graphs: the compile time per batch size, and the largest difference from the eager plan's output."""
+def _compiled_engine(ctx: Context, eager, mode: str, batches: list[int], size: int) -> dict:
+    """The engine with its shape plans through torch.compile (inductor), captured as CUDA graphs: the
+    compile time per batch size, and the largest difference from the eager plan's output."""
     import torch
 
-    engine = _engine(ctx, compile_mode=mode, conv_fusion=conv_fusion)
-    info: dict = {"mode": mode, "conv_fusion": conv_fusion, "compile_s": {}, "max_abs_diff_vs_eager": {}}
+    engine = _engine(ctx, compile_mode=mode)
+    info: dict = {"mode": mode, "compile_s": {}, "max_abs_diff_vs_eager": {}}
     try:
         import triton
 
@@ -1107,11 +1098,6 @@ def stage_engine(ctx: Context) -> dict:
             out["compiled"] = _compiled_engine(ctx, engine, a.engine_compile, a.engine_batches, size)
             if out["compiled"].get("engine") is not None:
                 variants["compiled_cuda_graph"] = out["compiled"].pop("engine").forward
-        if a.conv_fusion:
-            out["fused"] = _compiled_engine(ctx, engine, a.engine_compile or None, a.engine_batches, size, a.conv_fusion)
-            if out["fused"].get("engine") is not None:
-                variants[f"{a.conv_fusion}_fused{'_compiled' if a.engine_compile else ''}_cuda_graph"] = \
-                    out["fused"].pop("engine").forward
     for variant, fn in variants.items():
         table = {}
         for batch in a.engine_batches:
@@ -1269,9 +1255,7 @@ def parse_args(argv=None):
     p.add_argument("--decode-batch", type=int, default=64)
     p.add_argument("--decode-seconds", type=float, default=4.0)
     p.add_argument("--pipeline-compile", default="", help="torch.compile mode for the pipeline stage's engine ('' = eager)")
-    p.add_argument("--profile-batch", type=int, default=64, help="batch size of the profile and fusion stages")
-    p.add_argument("--conv-fusion", default="", help="TorchEngine conv_fusion for the pipeline stage's engine, and a "
-                                                     "variant of the engine stage ('' = off)")
+    p.add_argument("--profile-batch", type=int, default=64, help="batch size of the profile stage")
     p.add_argument("--engine-compile", default="", help="torch.compile mode measured in the engine stage ('' = not measured)")
     p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=[],
                    help="yolo_e2e reloaded with: iN = N instances, cN = N instances with torch_compile=default; "

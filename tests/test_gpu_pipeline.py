@@ -219,57 +219,6 @@ def test_compiled_plan_replays_as_a_cuda_graph(fp32_engine):
     torch.testing.assert_close(compiled.forward(x), reference, rtol=1e-2, atol=0.25)
 
 
-def test_conv_fusion_takes_each_biased_conv_and_its_silu(fp32_engine):
-    """The plan rewrite: every biased Conv becomes one FusedConv, which carries the SiLU along when the SiLU
-    is the conv's only consumer; no SiLU is left reading a fused conv, and nothing else changes."""
-    from harness.engines.torch_engine import _fuse_conv, _fuse_silu
-
-    _, engine = fp32_engine
-    output = engine.signature.outputs[0].name
-    nodes = _fuse_silu(engine._nodes, output)
-    fused = _fuse_conv(nodes, output)
-    convs = [n for n in nodes if n[0] == "Conv"]
-    biased = [n for n in convs if len(n[2]) == 3 and n[2][2]]
-    assert len(biased) >= 60 and len([n for n in fused if n[0] == "FusedConv"]) == len(biased)
-    with_silu = [n for n in fused if n[0] == "FusedConv" and n[1]["silu"]]
-    silus = sum(1 for n in nodes if n[0] == "Silu")
-    assert with_silu and sum(1 for n in fused if n[0] == "Silu") == silus - len(with_silu)
-    produced = {out for n in fused for out in n[3]}
-    assert all(name in produced or name in engine._consts or name == engine.signature.inputs[0].name
-               for n in fused for name in n[2] if name), "a rewritten node reads a value nothing produces"
-    others = ("Conv", "FusedConv", "Silu")
-    assert [n for n in fused if n[0] not in others] == [n for n in nodes if n[0] not in others]
-    assert [n for n in fused if n[0] == "Conv"] == [n for n in convs if n not in biased]
-
-
-def test_conv_fusion_is_checked_before_anything_loads(fp32_engine):
-    from harness.engines.torch_engine import TorchEngine
-
-    path, _ = fp32_engine
-    with pytest.raises(ValueError, match="conv_fusion must be one of"):
-        TorchEngine(path, device="cpu", precision="fp32", conv_fusion="tensorrt")
-    with pytest.raises(ValueError, match="needs a CUDA device"):
-        TorchEngine(path, device="cpu", precision="fp32", conv_fusion="cudnn")
-
-
-@needs_cuda
-@pytest.mark.parametrize("compile_mode", [None, "default"])
-def test_cudnn_fused_convs_replay_the_plan(fp32_engine, compile_mode):
-    """cuDNN's fused conv + bias + SiLU in the shape plan, eager and compiled, under our CUDA graphs: the
-    same raw output as torch's ops, within FP16."""
-    pytest.importorskip("cudnn", reason="nvidia-cudnn-frontend not installed (the gpu extra)")
-    from harness.engines.torch_engine import TorchEngine
-
-    path, _ = fp32_engine
-    eager = TorchEngine(path, precision="fp16")
-    fused = TorchEngine(path, precision="fp16", compile_mode=compile_mode, conv_fusion="cudnn")
-    assert fused.capture([2], (320, 320)) == [2]
-    assert any(step[0].__name__ == "fused_conv" for step in fused.plan((2, 3, 320, 320)).steps)
-    x = torch.rand(2, 3, 320, 320, device="cuda", dtype=torch.float16)
-    reference = eager.plan(tuple(x.shape)).run(eager._layout(x)).float()
-    torch.testing.assert_close(fused.forward(x), reference, rtol=1e-2, atol=0.25)
-
-
 @needs_cuda
 def test_device_pipeline_on_cuda_matches_cpu(fp32_engine):
     """nvJPEG + FP16 on the GPU against libjpeg + FP32 on CPU through the same pipeline code: the same

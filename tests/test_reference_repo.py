@@ -62,11 +62,10 @@ def test_gpu_target_runs_torch_fp16_on_kind_gpu_instances():
     for name in ("yolo_raw", "yolo_e2e", "yolo_onnx", "yolo_trt"):
         kinds = {g.kind for g in gpu[name].instance_group}
         assert kinds == {pb.ModelInstanceGroup.KIND_GPU}, f"{name}: instance kinds {kinds}"
-    for name, instances, first_graph, compiled, fusion in (("yolo_raw", 2, 1, None, None),
-                                                           ("yolo_e2e", 8, 8, "default", "cudnn")):
+    for name, instances, first_graph, compiled in (("yolo_raw", 2, 1, None), ("yolo_e2e", 8, 8, "default")):
         params = {k: v.string_value for k, v in gpu[name].parameters.items()}
         assert (params["runtime"], params["precision"]) == ("torch", "fp16"), f"{name}: {params}"
-        assert (params.get("torch_compile"), params.get("conv_fusion")) == (compiled, fusion), f"{name}: {params}"
+        assert params.get("torch_compile") == compiled, f"{name}: {params}"
         graphs = [int(b) for b in params["cuda_graph_batches"].split(",")]
         assert graphs[0] == first_graph and graphs[-1] == gpu[name].max_batch_size, f"{name}: CUDA graphs for {graphs}"
         assert gpu[name].instance_group[0].count == instances, f"{name}: {gpu[name].instance_group}"
@@ -124,16 +123,6 @@ def test_thresholds_override_and_reject_bad_request_parameters():
             defaults.override(bad, limit=300)
     with pytest.raises(serving.ConfigParameterError, match="'max_det' is required"):
         serving.Thresholds.from_parameters({"conf": "0.25", "iou": "0.7"})
-
-
-@pytest.mark.parametrize("key, value", [("torch_compile", "reduce-overhead"), ("conv_fusion", "tensorrt")])
-def test_engine_parameters_are_checked_against_what_the_engine_knows(tmp_path, key, value):
-    (tmp_path / "1").mkdir()
-    (tmp_path / "1" / "model.onnx").write_bytes(b"")
-    args = {"model_repository": str(tmp_path), "model_version": "1", "model_instance_kind": "GPU"}
-    params = {"runtime": "torch", "model_file": "model.onnx", key: value}
-    with pytest.raises(serving.ConfigParameterError, match=f"'{key}'='{value}' is not one of"):
-        serving.open_model_engine(args, params)
 
 
 def test_letterbox_geometry_survives_the_ensemble_tensor():

@@ -193,10 +193,6 @@ def _host_list(value) -> list:
 # graphs of its own, and `capture` records ours around the compiled code.
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 
-# How a biased convolution (and the SiLU after it) may run instead of torch's convolution, then a pass for
-# the bias and SiLU: "cudnn" = one cuDNN runtime-fusion kernel (harness.engines.cudnn_fusion).
-CONV_FUSIONS = ("cudnn",)
-
 # Operands an op reads on the host (shapes, sizes, axes, scales). A shape plan binds them as Python lists,
 # so a forward pass never waits on the GPU for a shape, can be captured in a CUDA graph, and traces
 # (torch.compile) without a graph break.
@@ -228,8 +224,6 @@ class _ShapePlan:
         if self.output_name not in dynamic:
             raise ValueError(f"{engine.path.name}: output {self.output_name} does not depend on input {self.input_name}")
         kept = _fuse_silu(kept, self.output_name)
-        if engine.conv_fusion:
-            kept = _fuse_conv(kept, self.output_name)
         last_use = {}
         for index, (_, _, in_names, _) in enumerate(kept):
             for name in in_names:
@@ -279,36 +273,6 @@ def _fuse_silu(nodes: list, output_name: str) -> list:
     return [node for node in fused if not (node[0] == "Sigmoid" and node[3][0] in dropped)]
 
 
-def _fuse_conv(nodes: list, output_name: str) -> list:
-    """Conv with a bias (2-D, ungrouped) -> FusedConv, taking the Silu after it along when that Silu is its
-    only consumer: one kernel where there were a convolution and one or two passes over its output."""
-    consumers: dict[str, int] = {}
-    for _, _, in_names, _ in nodes:
-        for name in in_names:
-            consumers[name] = consumers.get(name, 0) + 1
-    silu_after = {ins[0]: outs for op, _, ins, outs in nodes if op == "Silu"}
-    fused, absorbed = [], set()
-    for op_type, attrs, in_names, out_names in nodes:
-        if (op_type == "Conv" and len(in_names) == 3 and in_names[2] and attrs.get("group", 1) == 1
-                and len(attrs.get("kernel_shape", (0, 0))) == 2):
-            y = out_names[0]
-            silu = y in silu_after and consumers.get(y) == 1 and y != output_name
-            if silu:
-                absorbed.add(y)
-            fused.append(("FusedConv", {**attrs, "silu": silu}, in_names, silu_after[y] if silu else out_names))
-        elif not (op_type == "Silu" and in_names[0] in absorbed):
-            fused.append((op_type, attrs, in_names, out_names))
-    return fused
-
-
-def _fused_conv_op(torch) -> Callable:
-    def fused_conv(a, x, w, b):
-        top, left = _pads_2d(a.get("pads", [0, 0, 0, 0]))
-        return torch.ops.yts.conv_bias_act(x, w, b, list(a.get("strides", [1, 1])), [top, left],
-                                           list(a.get("dilations", [1, 1])), a["silu"])
-    return fused_conv
-
-
 def _utf8_text_files() -> None:
     """inductor reads its code templates with open()'s default encoding, the locale's; Triton's Python
     backend stub runs its interpreter in the C locale (ASCII), where that fails with UnicodeDecodeError.
@@ -343,13 +307,10 @@ class TorchEngine:
 
     `compile_mode` (one of COMPILE_MODES) runs each shape plan through torch.compile (inductor): the
     plan's straight-line torch calls trace as one graph, pointwise ops fuse around cuDNN's convolutions.
-    It costs a compile per input shape, paid at the first run of that shape (in `capture`, at load).
-
-    `conv_fusion="cudnn"` runs each biased convolution, with the SiLU after it, as one cuDNN kernel
-    (harness.engines.cudnn_fusion) in the shape plans; the node-by-node path keeps torch's ops."""
+    It costs a compile per input shape, paid at the first run of that shape (in `capture`, at load)."""
 
     def __init__(self, path: str | Path, *, device: str | None = None, precision: str = "fp16", name: str | None = None,
-                 channels_last: bool | None = None, compile_mode: str | None = None, conv_fusion: str | None = None):
+                 channels_last: bool | None = None, compile_mode: str | None = None):
         torch = _torch()
         self.torch = torch
         if device is None:
@@ -362,10 +323,6 @@ class TorchEngine:
             raise ValueError(f"TorchEngine precision must be fp32 or fp16, got {precision!r}")
         if compile_mode not in (None, *COMPILE_MODES):
             raise ValueError(f"TorchEngine compile_mode must be one of {COMPILE_MODES} (or None), got {compile_mode!r}")
-        if conv_fusion not in (None, *CONV_FUSIONS):
-            raise ValueError(f"TorchEngine conv_fusion must be one of {CONV_FUSIONS} (or None), got {conv_fusion!r}")
-        if conv_fusion and not device.startswith("cuda"):
-            raise ValueError(f"conv_fusion {conv_fusion!r} runs cuDNN kernels: it needs a CUDA device, not {device}")
         if precision == "fp16" and device == "cpu":
             raise ValueError("fp16 on CPU is not what this engine measures: use device='cuda' or precision='fp32'")
         self.path = Path(path)
@@ -373,7 +330,6 @@ class TorchEngine:
         self.device = device
         self.precision = precision
         self.compile_mode = compile_mode
-        self.conv_fusion = conv_fusion
         self.channels_last = device.startswith("cuda") if channels_last is None else channels_last
         self._float = torch.float16 if precision == "fp16" else torch.float32
         model = onnx.load(str(self.path))
@@ -382,11 +338,6 @@ class TorchEngine:
             raise NotImplementedError(f"{self.path.name}: TorchEngine runs single-input, single-output graphs "
                                       f"(a YOLO export), this one has {len(self._signature.inputs)} in, {len(self._signature.outputs)} out")
         self._ops = _ops(torch)
-        if conv_fusion:
-            from harness.engines import cudnn_fusion
-
-            cudnn_fusion.check_available()
-            self._ops["FusedConv"] = _fused_conv_op(torch)
         unknown = sorted({n.op_type for n in model.graph.node if n.op_type not in self._ops and n.op_type != "Constant"})
         if unknown:
             raise NotImplementedError(f"{self.path.name}: TorchEngine has no torch op for {unknown}")

@@ -35,7 +35,6 @@ class Target:
     gpu_instances: int = 2
     e2e_gpu_instances: int = 8  # processes: with CUDA MPS they share the GPU (benchmarks/results/README.md)
     e2e_torch_compile: str = "default"  # harness.engines.torch_engine.COMPILE_MODES
-    e2e_conv_fusion: str = "cudnn"  # harness.engines.torch_engine.CONV_FUSIONS ("" = torch's convolutions)
 
     def __post_init__(self):
         if self.device not in DEVICES:
@@ -87,17 +86,14 @@ def _batching(config: pb.ModelConfig, target: Target, delay_us: int) -> None:
 
 
 def _runtime(config: pb.ModelConfig, target: Target, graph_batches: list[int] | None = None,
-             torch_compile: str | None = None, conv_fusion: str | None = None) -> None:
+             torch_compile: str | None = None) -> None:
     """The engine parameters: on GPU the torch engine, CUDA graphs for `graph_batches` (default: the
-    target's), through torch.compile when `torch_compile` names a mode, fused convolutions when
-    `conv_fusion` names a way."""
+    target's), through torch.compile when `torch_compile` names a mode."""
     if target.gpu:
         _params(config, runtime="torch", precision="fp16", model_file="model.onnx",
                 cuda_graph_batches=",".join(str(b) for b in graph_batches or target.graph_batch_sizes))
         if torch_compile:
             _params(config, torch_compile=torch_compile)
-        if conv_fusion:
-            _params(config, conv_fusion=conv_fusion)
     else:
         _params(config, runtime="onnxruntime", intra_op_threads=2, model_file="model.onnx")
 
@@ -132,7 +128,7 @@ def yolo_e2e(target: Target) -> pb.ModelConfig:
     _detections_out(config, target)
     _batching(config, target, delay_us=5000)
     _instances(config, target, target.e2e_gpu_instances)
-    _runtime(config, target, target.e2e_graph_batch_sizes, target.e2e_torch_compile, target.e2e_conv_fusion)
+    _runtime(config, target, target.e2e_graph_batch_sizes, target.e2e_torch_compile)
     _thresholds(config, target)
     return config
 

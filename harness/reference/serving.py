@@ -46,8 +46,8 @@ def instance_device(args: dict) -> str:
 
 
 def open_model_engine(args: dict, params: dict[str, str]):
-    """The engine named by the config (`runtime`, `model_file`, `precision`, `torch_compile`, `conv_fusion`,
-    `intra_op_threads`), loaded from this version's folder onto this instance's device."""
+    """The engine named by the config (`runtime`, `model_file`, `precision`, `torch_compile`, `intra_op_threads`),
+    loaded from this version's folder onto this instance's device."""
     from harness.engines import open_engine
 
     path = Path(args["model_repository"]) / args["model_version"] / required(params, "model_file")
@@ -67,13 +67,6 @@ def open_model_engine(args: dict, params: dict[str, str]):
                 raise ConfigParameterError(f"config.pbtxt: parameter 'torch_compile'={params['torch_compile']!r} "
                                            f"is not one of {COMPILE_MODES}")
             options["compile_mode"] = params["torch_compile"]
-        if params.get("conv_fusion"):
-            from harness.engines.torch_engine import CONV_FUSIONS
-
-            if params["conv_fusion"] not in CONV_FUSIONS:
-                raise ConfigParameterError(f"config.pbtxt: parameter 'conv_fusion'={params['conv_fusion']!r} "
-                                           f"is not one of {CONV_FUSIONS}")
-            options["conv_fusion"] = params["conv_fusion"]
     return open_engine(path, runtime=runtime, device=device, **options)
 
 

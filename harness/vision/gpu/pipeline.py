@@ -31,9 +31,8 @@ class DevicePipeline:
         self.decoder = gpu_decoder() if self.stream is not None else "PIL on CPU"
 
     def describe(self) -> str:
-        fusion = getattr(self.engine, "conv_fusion", None)
-        return (f"{self.engine.name} {self.engine.precision} on {self.device}{f', {fusion} fused convolutions' if fusion else ''}, "
-                f"decode {self.decoder}, CUDA graphs for batches {self.graph_batches or 'none'}")
+        return (f"{self.engine.name} {self.engine.precision} on {self.device}, decode {self.decoder}, "
+                f"CUDA graphs for batches {self.graph_batches or 'none'}")
 
     def detect(self, jobs: Sequence[Job]) -> list:
         """Per job: (detections [b, rows, 6] float32, num_detections [b, 1] int32) as CPU tensors, or
