@@ -125,6 +125,15 @@ def test_thresholds_override_and_reject_bad_request_parameters():
         serving.Thresholds.from_parameters({"conf": "0.25", "iou": "0.7"})
 
 
+def test_torch_compile_parameter_is_checked_against_the_engine_modes(tmp_path):
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "model.onnx").write_bytes(b"")
+    args = {"model_repository": str(tmp_path), "model_version": "1", "model_instance_kind": "GPU"}
+    params = {"runtime": "torch", "model_file": "model.onnx", "torch_compile": "reduce-overhead"}
+    with pytest.raises(serving.ConfigParameterError, match="'torch_compile'='reduce-overhead' is not one of"):
+        serving.open_model_engine(args, params)
+
+
 def test_letterbox_geometry_survives_the_ensemble_tensor():
     import numpy as np
 
