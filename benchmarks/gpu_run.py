@@ -26,8 +26,8 @@ Stages (in this order; `--stages` picks a subset):
   fidelity     our HTTP generator vs wrk (carried, .gpu/wrk.tar.xz) on yolo_raw at 64 connections: the ratio
   e2e_poisson  open loop, Poisson arrivals at --poisson-fraction of the best closed-loop e2e throughput
   lifecycle    pytest suites/lifecycle on the GPU build (stress 45 s): request counts, 0 failed expected
-  profile      the engine at --profile-batch under torch.profiler: device time by kernel and by aten op with
-               input shapes; the stem convolution with 3 input channels vs padded to 4 and 8
+  profile      the engine at --profile-batch (--profile-compile: through torch.compile) under torch.profiler:
+               device time by kernel (inductor's triton_* kernels summed apart) and by aten op with input shapes; the stem convolution with 3 input channels vs padded to 4 and 8
   pipeline     yolo_e2e's DevicePipeline locally, per batch size: header check, nvJPEG decode, letterbox,
                engine, NMS, restore + copy out, each synchronised and timed, and the whole detect()
   fusion       every convolution of the engine at --profile-batch: cuDNN's convolution alone, + bias + SiLU as
@@ -929,7 +929,7 @@ def stage_profile(ctx: Context) -> dict:
     if ctx.engine_model is None:
         raise RuntimeError("no model: the build stage failed")
     a = ctx.args
-    engine = _engine(ctx)
+    engine = _engine(ctx, compile_mode=a.profile_compile or None)
     batch, size = a.profile_batch, a.imgsz
     shape = (batch, 3, size, size)
     plan = engine.plan(shape)
@@ -938,22 +938,25 @@ def stage_profile(ctx: Context) -> dict:
     x = engine._layout(torch.rand(shape, device=engine.device, dtype=engine.compute_dtype))
     with torch.inference_mode():
         for _ in range(3):
-            plan.run(x)
+            plan.runner(x)
         sync()
         started = time.perf_counter()
         for _ in range(5):
-            plan.run(x)
+            plan.runner(x)
         sync()
         eager_ms = (time.perf_counter() - started) / 5 * 1e3
         with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])], record_shapes=True) as prof:
             for _ in range(2):
-                plan.run(x)
+                plan.runner(x)
             sync()
     kernels = _profile_rows(prof.key_averages(), 40)
     by_shape = [r for r in _profile_rows(prof.key_averages(group_by_input_shape=True), 400) if r["name"].startswith("aten::")][:40]
-    kernel_total = sum(r["device_ms"] for r in _profile_rows(prof.key_averages(), 10_000) if not r["name"].startswith("aten::"))
-    out: dict = {"batch": batch, "shape_plan_ms_per_batch": _r(eager_ms, 3), "steps": len(plan.steps),
-                 "profiled_forwards": 2, "kernel_ms_total": _r(kernel_total, 3), "kernels": kernels, "aten_by_shape": by_shape}
+    every_kernel = [r for r in _profile_rows(prof.key_averages(), 10_000) if not r["name"].startswith("aten::")]
+    kernel_total = sum(r["device_ms"] for r in every_kernel)
+    inductor = sum(r["device_ms"] for r in every_kernel if r["name"].startswith("triton_"))
+    out: dict = {"batch": batch, "compile_mode": a.profile_compile or None, "shape_plan_ms_per_batch": _r(eager_ms, 3),
+                 "steps": len(plan.steps), "profiled_forwards": 2, "kernel_ms_total": _r(kernel_total, 3),
+                 "inductor_kernel_ms": _r(inductor, 3), "kernels": kernels, "aten_by_shape": by_shape}
     stem = next((node for node in engine._nodes if node[0] == "Conv"), None)
     if stem is not None:
         weight = engine._consts[stem[2][1]]
@@ -1255,7 +1258,8 @@ def parse_args(argv=None):
     p.add_argument("--decode-batch", type=int, default=64)
     p.add_argument("--decode-seconds", type=float, default=4.0)
     p.add_argument("--pipeline-compile", default="", help="torch.compile mode for the pipeline stage's engine ('' = eager)")
-    p.add_argument("--profile-batch", type=int, default=64, help="batch size of the profile stage")
+    p.add_argument("--profile-batch", type=int, default=64, help="batch size of the profile and fusion stages")
+    p.add_argument("--profile-compile", default="", help="torch.compile mode of the profile stage's engine ('' = eager)")
     p.add_argument("--engine-compile", default="", help="torch.compile mode measured in the engine stage ('' = not measured)")
     p.add_argument("--variants", type=lambda t: [v for v in t.split(",") if v], default=[],
                    help="yolo_e2e reloaded with: iN = N instances, cN = N instances with torch_compile=default; "
@@ -1300,7 +1304,7 @@ def main(argv=None) -> int:
         stage("env", 60, stage_env, args)
         stage("unit", 240, stage_unit, ctx, min_s=30)
         stage("build", 180, stage_build, ctx, min_s=20)
-        stage("profile", 90, stage_profile, ctx, min_s=20)
+        stage("profile", 90 + (120 if args.profile_compile else 0), stage_profile, ctx, min_s=20)
         stage("pipeline", 120 + (240 if args.pipeline_compile else 0), stage_pipeline, ctx, min_s=30)
         if args.device == "gpu":
             stage("fusion", 240, stage_fusion, ctx, min_s=30)
