@@ -24,7 +24,8 @@ Stages (in this order; `--stages` picks a subset):
   unbatched_cN the same on yolo_e2e__unbatched: the dynamic-batching gain at the same concurrency
   raw_cN       yolo_raw, one letterboxed FP32 [1,3,640,640] image per request
   fidelity     our HTTP generator vs wrk (carried, .gpu/wrk.tar.xz) on yolo_raw at 64 connections: the ratio
-  e2e_poisson  open loop, Poisson arrivals at --poisson-fraction of the best closed-loop e2e throughput
+  e2e_poisson  open loop, Poisson arrivals at --poisson-fraction of the best closed-loop e2e throughput;
+               e2e_poisson_rR the same at each of --poisson-rates R/s (the open-loop sweep)
   lifecycle    pytest suites/lifecycle on the GPU build (stress 45 s): request counts, 0 failed expected
   profile      the engine at --profile-batch (--profile-compile: through torch.compile) under torch.profiler:
                device time by kernel (inductor's triton_* kernels summed apart) and by aten op with input shapes; the stem convolution with 3 input channels vs padded to 4 and 8
@@ -58,6 +59,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import re
@@ -606,8 +608,10 @@ def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency:
         settings = LoadSettings(mode="concurrency", concurrency=concurrency, window_s=a.window_s, warmup_s=a.warmup_s,
                                 max_windows=a.max_windows, processes=_processes(concurrency, a.max_processes))
     else:
+        # ~1,000 arrivals/s a process at most (a process of this generator closes ~1.8k loops/s on the echo model)
+        processes = max(2, min(a.max_processes, math.ceil(rate / 1000)))
         settings = LoadSettings(mode=mode, rate=rate, window_s=a.window_s, warmup_s=a.warmup_s, max_windows=a.max_windows,
-                                processes=min(a.max_processes, 2), seed=1)
+                                processes=processes, seed=1)
     probe = StatisticsProbe(ctx.grpc, model)
     spec = ClientSpec("grpc", ctx.grpc, payload, timeout_s=30.0)
     cpu_before = _host_cpu()
@@ -1244,6 +1248,7 @@ def parse_args(argv=None):
     p.add_argument("--images-per-request", type=int, default=4)
     p.add_argument("--echo-concurrency", type=_ints, default=[256], help="yts_null (echo, one CPU instance): the harness's ceiling")
     p.add_argument("--poisson-fraction", type=float, default=0.7, help="of the best closed-loop e2e throughput; 0 = no Poisson run")
+    p.add_argument("--poisson-rates", type=_ints, default=[], help="open-loop sweep on yolo_e2e: Poisson arrivals at these rates/s")
     p.add_argument("--window-s", type=float, default=2.0)
     p.add_argument("--warmup-s", type=float, default=1.5)
     p.add_argument("--max-windows", type=int, default=5)
@@ -1330,6 +1335,9 @@ def main(argv=None) -> int:
             if args.poisson_fraction > 0 and ctx.best_e2e > 0:
                 rate = round(ctx.best_e2e * args.poisson_fraction, 1)
                 stage("e2e_poisson", load_budget, stage_load, ctx, "yolo_e2e", mode="poisson", rate=rate, min_s=load_budget - 40)
+            for rate in args.poisson_rates:
+                stage(f"e2e_poisson_r{rate}", load_budget, stage_load, ctx, "yolo_e2e", mode="poisson", rate=rate,
+                      min_s=load_budget - 40)
             for variant in args.variants:
                 options = _variant(variant, args.compile_graph_batches)
                 if stage(f"reload_{variant}", 420 if options["compile_mode"] else 120, _reload_e2e, ctx, **options,
