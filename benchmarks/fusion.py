@@ -6,7 +6,9 @@ the bias and SiLU as a separate pass over the activation).
 Every convolution of the reference graph at one batch size, its own input shape, weights and bias; each way
 captured as a CUDA graph of REPEATS launches and timed by replay, so the numbers are GPU time, not Python's.
 Used by benchmarks/gpu_run.py's `fusion` stage; needs the nvidia-cudnn-frontend wheel (carried as
-.gpu/cudnn_fe.tar.xz, benchmarks/pack_gpu.sh)."""
+.gpu/cudnn_fe.tar.xz, benchmarks/pack_gpu.sh). Put inside the compiled engine (tree 63202cd, reverted) the
+fused kernels did not pay: inductor's pass after cuDNN's convolution costs about what the fused epilogue
+does, and it writes the concatenations too (benchmarks/results/README.md, 2026-12-04 third session)."""
 
 from __future__ import annotations
 
