@@ -28,7 +28,8 @@ Stages (in this order; `--stages` picks a subset):
                e2e_poisson_rR the same at each of --poisson-rates R/s (the open-loop sweep)
   lifecycle    pytest suites/lifecycle on the GPU build (stress 45 s): request counts, 0 failed expected
   profile      the engine at --profile-batch (--profile-compile: through torch.compile) under torch.profiler:
-               device time by kernel (inductor's triton_* kernels summed apart) and by aten op with input shapes; the stem convolution with 3 input channels vs padded to 4 and 8
+               device time by kernel and by aten op with input shapes, per forward all kernels / inductor's
+               triton_* / copies; the stem convolution with 3 input channels vs padded to 4 and 8
   pipeline     yolo_e2e's DevicePipeline locally, per batch size: header check, nvJPEG decode, letterbox,
                engine, NMS, restore + copy out, each synchronised and timed, and the whole detect()
   fusion       every convolution of the engine at --profile-batch: cuDNN's convolution alone, + bias + SiLU as
@@ -770,9 +771,8 @@ def stage_pipeline(ctx: Context) -> dict:
 
 
 def _device_ms(fn, repeats: int = 5) -> dict:
-    """GPU time per call of fn's kernels and of its copies/memsets (CUPTI through torch.profiler): what a
-    step costs the GPU, apart from the time it waits. nvJPEG's hardware decoder is an engine of its own and
-    not in it."""
+    """GPU time per call of fn (CUPTI through torch.profiler): what a step costs the GPU, apart from the time
+    it waits. nvJPEG's hardware decoder is an engine of its own and not in it."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -782,15 +782,27 @@ def _device_ms(fn, repeats: int = 5) -> dict:
         for _ in range(repeats):
             fn()
         torch.cuda.synchronize()
-    kernel_us = copy_us = 0.0
-    for event in prof.events():
+    return _device_split(prof.events(), repeats)
+
+
+def _device_split(events, calls: int) -> dict:
+    """Device-side profiler events -> ms per call: all kernels, inductor's (triton_*) among them, and
+    copies/memsets apart. Only events the GPU ran are counted (the host-side records of a launch carry
+    device time too, and would count each kernel twice)."""
+    import torch
+
+    kernel_us = inductor_us = copy_us = 0.0
+    for event in events:
         if event.device_type != torch.autograd.DeviceType.CUDA:
             continue
+        us = event.time_range.elapsed_us()
         if event.name.startswith(("Memcpy", "Memset")):
-            copy_us += event.time_range.elapsed_us()
+            copy_us += us
         else:
-            kernel_us += event.time_range.elapsed_us()
-    return {"kernel_ms": kernel_us / repeats / 1e3, "copy_ms": copy_us / repeats / 1e3}
+            kernel_us += us
+            inductor_us += us if event.name.startswith("triton_") else 0.0
+    return {"kernel_ms": kernel_us / calls / 1e3, "inductor_kernel_ms": inductor_us / calls / 1e3,
+            "copy_ms": copy_us / calls / 1e3}
 
 
 VARIANT = re.compile(r"(?P<kind>[ic])(?P<instances>\d+)(?:b(?P<max_batch>\d+))?(?:p(?P<preferred>\d+(?:-\d+)*))?"
@@ -955,12 +967,10 @@ def stage_profile(ctx: Context) -> dict:
             sync()
     kernels = _profile_rows(prof.key_averages(), 40)
     by_shape = [r for r in _profile_rows(prof.key_averages(group_by_input_shape=True), 400) if r["name"].startswith("aten::")][:40]
-    every_kernel = [r for r in _profile_rows(prof.key_averages(), 10_000) if not r["name"].startswith("aten::")]
-    kernel_total = sum(r["device_ms"] for r in every_kernel)
-    inductor = sum(r["device_ms"] for r in every_kernel if r["name"].startswith("triton_"))
+    per_forward = _device_split(prof.events(), 2) if gpu else None
     out: dict = {"batch": batch, "compile_mode": a.profile_compile or None, "shape_plan_ms_per_batch": _r(eager_ms, 3),
-                 "steps": len(plan.steps), "profiled_forwards": 2, "kernel_ms_total": _r(kernel_total, 3),
-                 "inductor_kernel_ms": _r(inductor, 3), "kernels": kernels, "aten_by_shape": by_shape}
+                 "steps": len(plan.steps), "profiled_forwards": 2, "kernels": kernels, "aten_by_shape": by_shape,
+                 "device_ms_per_forward": {k: _r(v, 3) for k, v in per_forward.items()} if per_forward else None}
     stem = next((node for node in engine._nodes if node[0] == "Conv"), None)
     if stem is not None:
         weight = engine._consts[stem[2][1]]
