@@ -17,32 +17,12 @@ import time
 REPEATS = 20
 
 
-def reference_convs(engine, batch: int, size: int) -> list[dict]:
-    """Each Conv node of the engine's graph at [batch, 3, size, size]: attributes, input shape, weight and
-    bias tensors, and whether its output goes only to a SiLU (Sigmoid + Mul, as exports spell it)."""
-    torch = engine.torch
-    values = dict(engine._consts)
-    values[engine.signature.inputs[0].name] = torch.zeros(batch, 3, size, size, device=engine.device,
-                                                          dtype=engine.compute_dtype)
-    consumers: dict[str, list] = {}
-    for op_type, _, in_names, out_names in engine._nodes:
-        for name in in_names:
-            consumers.setdefault(name, []).append((op_type, out_names))
-    convs = []
-    with torch.inference_mode():
-        for op_type, attrs, in_names, out_names in engine._nodes:
-            args = [values[n] if n else None for n in in_names]
-            if op_type == "Conv":
-                after = consumers.get(out_names[0], [])
-                silu = (len(after) == 2 and {op for op, _ in after} == {"Sigmoid", "Mul"})
-                convs.append({"attrs": attrs, "x_shape": tuple(args[0].shape), "w": args[1],
-                              "b": args[2] if len(args) > 2 else None, "silu": silu})
-            result = engine._ops[op_type](attrs, *args)
-            if isinstance(result, (tuple, list)):
-                values.update(zip(out_names, result))
-            else:
-                values[out_names[0]] = result
-    return convs
+def _silu_inputs(engine) -> set[str]:
+    """Values a SiLU reads, by the engine's own reading of exports' Sigmoid + Mul (torch_engine._fuse_silu)."""
+    from harness.engines.torch_engine import _fuse_silu
+
+    nodes = _fuse_silu(engine._nodes, engine.signature.outputs[0].name)
+    return {in_names[0] for op_type, _, in_names, _ in nodes if op_type == "Silu"}
 
 
 def _graph_ms(torch, fn) -> float:
@@ -92,7 +72,6 @@ class FusedConv:
         graph.check_support()
         graph.build_plans()
         self.Y, self.graph, self.w = y, graph, w
-        self.out_shape = tuple(y.get_dim()) if hasattr(y, "get_dim") else None
         self.workspace = torch.empty(max(1, graph.get_workspace_size()), device=x.device, dtype=torch.uint8)
 
     def __call__(self, x, out):
@@ -101,10 +80,11 @@ class FusedConv:
         return out
 
 
-def stage_fusion(engine, batch: int, size: int) -> dict:
-    """Per convolution of the reference graph at `batch`: cuDNN convolution alone, convolution + bias +
-    SiLU as the served engine's ops run them (eager), and cuDNN's fused graph; sums over the graph, and
-    the largest difference of the fused output from the eager one."""
+def stage_fusion(engine, convs: list[dict], batch: int) -> dict:
+    """Per convolution of the reference graph (`convs`, as gpu_run's _graph_forward collects them at
+    `batch`): cuDNN convolution alone, convolution + bias + SiLU as the served engine's ops run them
+    (eager), and cuDNN's fused graph; sums over the graph, and the largest difference of the fused output
+    from the eager one."""
     import torch
     import torch.nn.functional as F
 
@@ -117,23 +97,24 @@ def stage_fusion(engine, batch: int, size: int) -> dict:
     started = time.monotonic()
     sums = {"conv_only_ms": 0.0, "conv_bias_silu_eager_ms": 0.0, "cudnn_fused_ms": 0.0}
     worst = 0.0
+    silu_inputs = _silu_inputs(engine)
     try:
         with torch.inference_mode():
-            for index, conv in enumerate(reference_convs(engine, batch, size)):
-                attrs, w, b = conv["attrs"], conv["w"], conv["b"]
+            for index, conv in enumerate(convs):
+                attrs, w, b, silu = conv["attrs"], conv["w"], conv["b"], conv["out"] in silu_inputs
                 if attrs.get("group", 1) != 1 or b is None:
                     out["convs"].append({"index": index, "skipped": "grouped or without bias"})
                     continue
                 x = torch.randn(conv["x_shape"], device=engine.device, dtype=torch.float16).contiguous(
                     memory_format=torch.channels_last)
                 stride, pad = attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0])[:2]
-                act = F.silu if conv["silu"] else (lambda t: t)
-                row = {"index": index, "x": list(conv["x_shape"]), "w": list(w.shape), "stride": stride, "silu": conv["silu"]}
+                act = F.silu if silu else (lambda t: t)
+                row = {"index": index, "x": list(conv["x_shape"]), "w": list(w.shape), "stride": stride, "silu": silu}
                 row["conv_only_ms"] = _graph_ms(torch, lambda: F.conv2d(x, w, None, stride=stride, padding=pad))
                 row["conv_bias_silu_eager_ms"] = _graph_ms(torch, lambda: act(F.conv2d(x, w, b, stride=stride, padding=pad)))
                 expected = act(F.conv2d(x, w, b, stride=stride, padding=pad))
                 try:
-                    fused = FusedConv(cudnn, torch, handle, x, w, b, attrs, conv["silu"])
+                    fused = FusedConv(cudnn, torch, handle, x, w, b, attrs, silu)
                     y = torch.empty_like(expected)
                     fused(x, y)
                     torch.cuda.synchronize()

@@ -737,25 +737,26 @@ def stage_pipeline(ctx: Context) -> dict:
             for _ in range(3):
                 pipeline.detect(jobs)
             steps: dict = {}
-            steps["header_check"], _ = clock(lambda: [_nvjpeg_ok(b, DEFAULT_MAX_PIXELS) for b in blobs], repeats)
-            steps["decode"], images = clock(lambda: decode_images(blobs, dev), repeats)
-            steps["letterbox"], (tensor, metas) = clock(lambda: pipeline.letterbox.batch(images), repeats)
-            steps["engine"], raw = clock(lambda: engine.forward(tensor), repeats)
-            steps["nms"], (det, num) = clock(lambda: decode_batch(raw, conf, iou, max_det, target.max_det), repeats)
-            steps["restore_copy_out"], _ = clock(
-                lambda: (pipeline.letterbox.restore(det.clone(), num, metas).cpu(), num.cpu()), repeats)
+            device: dict = {}
+
+            def step(name: str, fn):
+                """The step synchronised and timed, then (on CUDA) what it costs the GPU itself, waits left out."""
+                steps[name], result = clock(fn, repeats)
+                if pipeline.stream is not None:
+                    device[name] = _device_ms(fn)
+                return result
+
+            step("header_check", lambda: [_nvjpeg_ok(b, DEFAULT_MAX_PIXELS) for b in blobs])
+            images = step("decode", lambda: decode_images(blobs, dev))
+            tensor, metas = step("letterbox", lambda: pipeline.letterbox.batch(images))
+            raw = step("engine", lambda: engine.forward(tensor))
+            det, num = step("nms", lambda: decode_batch(raw, conf, iou, max_det, target.max_det))
+            step("restore_copy_out", lambda: (pipeline.letterbox.restore(det.clone(), num, metas).cpu(), num.cpu()))
             detect_ms, _ = clock(lambda: pipeline.detect(jobs), repeats)
-            if pipeline.stream is not None:  # what each step costs the GPU itself, waits left out
-                device = {"header_check": {"kernel_ms": 0.0, "copy_ms": 0.0},
-                          "decode": _device_ms(lambda: decode_images(blobs, dev)),
-                          "letterbox": _device_ms(lambda: pipeline.letterbox.batch(images)),
-                          "engine": _device_ms(lambda: engine.forward(tensor)),
-                          "nms": _device_ms(lambda: decode_batch(raw, conf, iou, max_det, target.max_det)),
-                          "restore_copy_out": _device_ms(lambda: (pipeline.letterbox.restore(det.clone(), num, metas).cpu(),
-                                                                  num.cpu())),
-                          "detect": _device_ms(lambda: pipeline.detect(jobs))}
+            if pipeline.stream is not None:
+                device["detect"] = _device_ms(lambda: pipeline.detect(jobs))
         row = {k: _r(v, 3) for k, v in steps.items()}
-        if pipeline.stream is not None:
+        if device:
             row["device_ms"] = {k: {kk: _r(vv, 3) for kk, vv in v.items()} for k, v in device.items()}
             per_image = device["detect"]["kernel_ms"] * 1e3 / batch
             row["kernel_us_per_image"] = _r(per_image, 2)
@@ -800,7 +801,8 @@ def _device_split(events, calls: int) -> dict:
             copy_us += us
         else:
             kernel_us += us
-            inductor_us += us if event.name.startswith("triton_") else 0.0
+            if event.name.startswith("triton_"):
+                inductor_us += us
     return {"kernel_ms": kernel_us / calls / 1e3, "inductor_kernel_ms": inductor_us / calls / 1e3,
             "copy_ms": copy_us / calls / 1e3}
 
@@ -915,11 +917,17 @@ def _reload_e2e(ctx: Context, instances: int, compile_mode: str | None, graph_ba
 # ---- engine alone ------------------------------------------------------------------------------------
 
 def stage_fusion(ctx: Context) -> dict:
+    import torch
+
     from benchmarks.fusion import stage_fusion as fusion
 
     if ctx.engine_model is None:
         raise RuntimeError("no model: the build stage failed")
-    return fusion(_engine(ctx), ctx.args.profile_batch, ctx.args.imgsz)
+    engine, batch, size = _engine(ctx), ctx.args.profile_batch, ctx.args.imgsz
+    convs: list = []
+    with torch.inference_mode():
+        _graph_forward(engine, torch.zeros(batch, 3, size, size, device=engine.device, dtype=engine.compute_dtype), convs)
+    return fusion(engine, convs, batch)
 
 
 def _profile_rows(averages, limit: int) -> list[dict]:
@@ -960,7 +968,7 @@ def stage_profile(ctx: Context) -> dict:
         for _ in range(5):
             plan.runner(x)
         sync()
-        eager_ms = (time.perf_counter() - started) / 5 * 1e3
+        plan_ms = (time.perf_counter() - started) / 5 * 1e3
         with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])], record_shapes=True) as prof:
             for _ in range(2):
                 plan.runner(x)
@@ -968,7 +976,7 @@ def stage_profile(ctx: Context) -> dict:
     kernels = _profile_rows(prof.key_averages(), 40)
     by_shape = [r for r in _profile_rows(prof.key_averages(group_by_input_shape=True), 400) if r["name"].startswith("aten::")][:40]
     per_forward = _device_split(prof.events(), 2) if gpu else None
-    out: dict = {"batch": batch, "compile_mode": a.profile_compile or None, "shape_plan_ms_per_batch": _r(eager_ms, 3),
+    out: dict = {"batch": batch, "compile_mode": a.profile_compile or None, "shape_plan_ms_per_batch": _r(plan_ms, 3),
                  "steps": len(plan.steps), "profiled_forwards": 2, "kernels": kernels, "aten_by_shape": by_shape,
                  "device_ms_per_forward": {k: _r(v, 3) for k, v in per_forward.items()} if per_forward else None}
     stem = next((node for node in engine._nodes if node[0] == "Conv"), None)
@@ -994,25 +1002,26 @@ def stage_profile(ctx: Context) -> dict:
                     sync()
                 stem_out[f"c{channels}_{layout}_ms"] = _r((time.perf_counter() - started) / 20 * 1e3, 3)
         out["stem_conv"] = stem_out
-    print(f"  profile batch {batch}: plan {eager_ms:.2f} ms; top kernels " +
+    print(f"  profile batch {batch}: plan {plan_ms:.2f} ms; top kernels " +
           "; ".join(f"{r['name'][:60]} {r['device_ms']}" for r in kernels[:8]), flush=True)
     return out
 
 
 def _graph_forward(engine, x, convs: list | None = None):
     """TorchEngine's own node loop (same ops, same constants) on a device tensor: what infer() does minus
-    the numpy -> device copy in and the device -> numpy copy out."""
+    the numpy -> device copy in and the device -> numpy copy out. `convs` collects each Conv node as it
+    runs: attributes, input shape, weight, bias, output name and shape."""
+    from harness.engines.torch_engine import _store
+
     values = dict(engine._consts)
     values[engine.signature.inputs[0].name] = x
     for op_type, attrs, in_names, out_names in engine._nodes:
         args = [values[n] if n else None for n in in_names]
         result = engine._ops[op_type](attrs, *args)
-        if isinstance(result, (tuple, list)):
-            values.update(zip(out_names, result))
-        else:
-            values[out_names[0]] = result
-            if convs is not None and op_type == "Conv":
-                convs.append((tuple(args[1].shape), tuple(result.shape)))
+        _store(values, out_names, result)
+        if convs is not None and op_type == "Conv":
+            convs.append({"attrs": attrs, "x_shape": tuple(args[0].shape), "w": args[1],
+                          "b": args[2] if len(args) > 2 else None, "out": out_names[0], "y_shape": tuple(result.shape)})
     return values[engine.signature.outputs[0].name]
 
 
@@ -1086,7 +1095,8 @@ def stage_engine(ctx: Context) -> dict:
     convs: list = []
     with torch.inference_mode():
         _graph_forward(engine, torch.rand(1, 3, size, size, device=engine.device, dtype=engine.compute_dtype), convs)
-    macs = sum(w[0] * w[1] * w[2] * w[3] * y[2] * y[3] for w, y in convs)  # per image: Cout*(Cin/g)*kh*kw*Ho*Wo
+    # per image: Cout*(Cin/g)*kh*kw*Ho*Wo
+    macs = sum(math.prod(c["w"].shape) * c["y_shape"][2] * c["y_shape"][3] for c in convs)
     gflops = 2 * macs / 1e9
     out: dict = {"engine": f"TorchEngine {engine.precision} on {engine.device}", "model": str(ctx.engine_model),
                  "conv_gflops_per_image": _r(gflops, 3), "convs": len(convs), "device_tensors": {}, "numpy_path": {}}
