@@ -14,6 +14,7 @@ from harness.accuracy.evalset import EvalSet
 from harness.accuracy.pictures import side_by_side
 from harness.accuracy.profile import Profile
 from harness.accuracy.runner import Run
+from harness.metrics.coco import ClassIdOutOfRange
 
 
 def tensor_level(reference: Run, candidate: Run, profile: Profile, judge_as: str) -> tuple[list[tensors.TensorStats], list[str]]:
@@ -39,14 +40,22 @@ def box_level(reference: Run, candidate: Run, profile: Profile, judge_as: str) -
     return report, report.failures(thresholds)
 
 
-def map_level(reference: Run, candidate: Run, evalset: EvalSet, profile: Profile, judge_as: str) -> tuple[dict, dict, list[str]]:
+def map_level(reference: Run, candidate: Run, evalset: EvalSet, profile: Profile, judge_as: str) -> tuple[dict, dict | None, list[str]]:
     """Both runs scored at the same threshold: the mAP one for raw candidates, the model's own for an
-    end-to-end candidate (whose detections below it do not exist)."""
+    end-to-end candidate (whose detections below it do not exist). A candidate detection whose class
+    id is not one of the set's nc classes cannot be scored: its metrics are None and the failure line
+    names the class id and nc."""
     conf = max(profile.eval["map_conf"], candidate.conf)
     options = dict(imgsz=profile.eval["imgsz"], small_max_area=profile.data["slices"]["small_max_area"],
                    large_min_area=profile.data["slices"]["large_min_area"])
-    ref_metrics = slices.evaluate(evalset.coco, reference.coco(conf), **options)
-    cand_metrics = slices.evaluate(evalset.coco, candidate.coco(conf), **options)
+    try:
+        ref_metrics = slices.evaluate(evalset.coco, reference.coco(conf), **options)
+    except ClassIdOutOfRange as error:  # the evaluation set does not fit the reference: a setup error
+        raise error.with_model(f"the FP32 reference {reference.name}") from None
+    try:
+        cand_metrics = slices.evaluate(evalset.coco, candidate.coco(conf), **options)
+    except ClassIdOutOfRange as error:  # the candidate's classes are not the set's: a failed check, not a crash
+        return ref_metrics, None, [str(error.with_model(candidate.name))]
     failures = gates.map_failures(ref_metrics, cand_metrics, profile.section("map", judge_as),
                                   profile.get("map.slice_ratio_slack", 0.0), profile.get("map.slice_drop_slack_points", 0.0))
     return ref_metrics, cand_metrics, failures

@@ -42,10 +42,47 @@ def _evaluate(ground_truth: dict, results: np.ndarray, image_ids: list[int]) -> 
     return {"mAP50_95": max(float(evaluator.stats[0]), 0.0), "mAP50": max(float(evaluator.stats[1]), 0.0), "images": len(image_ids)}
 
 
+class ClassIdOutOfRange(ValueError):
+    """A detection's class id is not one of the evaluation set's nc classes (0..nc-1): the model's
+    classes are not the ones the set is labelled with (another nc, a 1-based or unmapped class id)."""
+
+    def __init__(self, class_ids: list[int], nc: int, images: list[int], count: int, total: int, who: str = "a model"):
+        self.class_ids, self.nc, self.images, self.count, self.total = class_ids, nc, images, count, total
+        shown = ", ".join(map(str, class_ids[:8])) + (", ..." if len(class_ids) > 8 else "")
+        where = ", ".join(map(str, images[:5])) + (", ..." if len(images) > 5 else "")
+        super().__init__(
+            f"{who} returned class id {shown} but nc = {nc} (the evaluation set's classes are 0..{nc - 1}):"
+            f" {count} of {total} detections on {len(images)} image(s) (ids {where}) name no class; the model's"
+            " classes are not the evaluation set's (another nc, or class ids not mapped to it)")
+
+    def with_model(self, who: str) -> "ClassIdOutOfRange":
+        return ClassIdOutOfRange(self.class_ids, self.nc, self.images, self.count, self.total, who)
+
+
+def check_class_ids(detections: list[Detections], nc: int, who: str = "a model") -> None:
+    """Raises ClassIdOutOfRange naming the offending class ids and nc when any detection's class is
+    outside 0..nc-1 (a negative id would silently index from the end, one >= nc crash pycocotools' map)."""
+    bad_ids: set[int] = set()
+    images: list[int] = []
+    count = total = 0
+    for det in detections:
+        classes = np.asarray(det.classes).reshape(-1)
+        total += classes.size
+        ids = classes.astype(np.int64)
+        out = (ids < 0) | (ids >= nc) | (classes != ids)
+        if out.any():
+            bad_ids.update(int(c) if float(c).is_integer() else float(c) for c in classes[out])
+            images.append(det.image_id)
+            count += int(out.sum())
+    if count:
+        raise ClassIdOutOfRange(sorted(bad_ids), nc, images, count, total, who)
+
+
 def results_array(ground_truth: dict, detections: list[Detections]) -> np.ndarray:
     """pycocotools' loadRes rows [image_id, x, y, w, h, score, category_id]; class index i is the i-th
-    category id in ascending order."""
+    category id in ascending order. A class index outside the categories raises ClassIdOutOfRange."""
     category_ids = sorted(c["id"] for c in ground_truth["categories"])
+    check_class_ids(detections, len(category_ids))
     rows = []
     for det in detections:
         boxes = np.asarray(det.boxes, dtype=np.float64).reshape(-1, 4)

@@ -54,6 +54,9 @@ def test_map(candidate, reference_run, accuracy_runs, pytestconfig):
     spec, cand, run = candidate
     judge_as = accuracy_runs.judge_as(spec, cand)
     ref_metrics, cand_metrics, failures = judge.map_level(reference_run, run, accuracy_runs.eval_set, accuracy_runs.profile, judge_as)
+    if cand_metrics is None:  # detections naming no class of the evaluation set: no mAP to compute
+        _verdict(pytestconfig, spec.name, "mAP")
+        _fail(f"{spec.name} mAP vs FP32 reference (judged as {judge_as}, {accuracy_runs.eval_set.describe()})", failures)
     # An end-to-end candidate has no detections below its own conf: both sides are scored at it.
     conf = max(accuracy_runs.profile.eval["map_conf"], run.conf)
     suffix = "" if conf == accuracy_runs.profile.eval["map_conf"] else f" @conf {conf:g}"
