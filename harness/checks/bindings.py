@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from harness.checks.findings import Finding, NotApplicable
+from harness.checks.findings import Finding, NotApplicable, triton_says
 from harness.checks.model import ModelEntry
 from harness.engines.signature import Signature, TensorSpec
 from harness.repository.config import ModelConfig, dtype_name
@@ -26,15 +26,23 @@ def check_bindings(entry: ModelEntry) -> list[Finding]:
         raise NotApplicable("an ensemble has no model file; its wiring is the schema check's")
     files = entry.model_files()
     if not files:
-        raise NotApplicable(f"no {entry.model_filename or 'model file'} in a served version directory "
-                            "(the layout check reports it)")
+        from harness.checks.layout import check_layout
+
+        where = ("the layout check reports it" if check_layout(entry)
+                 else f"served versions {entry.served_versions()}")
+        raise NotApplicable(f"no {entry.model_filename or 'model file'} in a served version directory ({where})")
     findings: list[Finding] = []
     for path in files:
         rel = str(path.relative_to(entry.repository))
         if entry.backend == "python":
             findings += python_names(entry.config, path, entry.name, rel)
             continue
-        signature = read_model_signature(path)
+        try:
+            signature = read_model_signature(path)
+        except ValueError as error:
+            findings.append(Finding(CHECK, entry.name, rel, f"cannot be read as a model: {error}; Triton's "
+                                    f"{entry.backend} backend will refuse to load it"))
+            continue
         findings += compare_signature(entry.config, signature, entry.name, rel)
     return findings
 
@@ -64,6 +72,11 @@ def compare_signature(config: ModelConfig, signature: Signature, model: str, fil
     def add(message: str) -> None:
         findings.append(Finding(CHECK, model, file, message))
 
+    if len(config.input) != len(signature.inputs):
+        add(f"config.pbtxt declares {len(config.input)} inputs {[t.name for t in config.input]}, the model has "
+            f"{len(signature.inputs)} {[t.name for t in signature.inputs]}; "
+            + triton_says(f"unable to load model '{config.name}', configuration expects {len(config.input)} inputs, "
+                          f"model provides {len(signature.inputs)}"))
     for role, declared, actual in (("input", config.input, signature.inputs), ("output", config.output, signature.outputs)):
         by_name = {spec.name: spec for spec in actual}
         declared_names = {t.name for t in declared}
@@ -72,7 +85,9 @@ def compare_signature(config: ModelConfig, signature: Signature, model: str, fil
             if spec is None:
                 others = sorted(set(by_name) - declared_names)
                 add(f"{role} {tensor.name!r} of config.pbtxt is not an {role} of the model; the model's {role}s "
-                    f"are {sorted(by_name)}" + (f" (did you mean {others[0]!r}?)" if len(others) == 1 else ""))
+                    f"are {sorted(by_name)}" + (f" (did you mean {others[0]!r}?)" if len(others) == 1 else "")
+                    + "; " + triton_says(f"unexpected inference {role} '{tensor.name}', allowed {role}s are: "
+                                         + ", ".join(sorted(by_name))))
                 continue
             _compare_tensor(config, role, tensor, spec, add)
         for name in sorted(set(by_name) - declared_names):
@@ -88,22 +103,25 @@ def _compare_tensor(config: ModelConfig, role: str, tensor, spec: TensorSpec, ad
     # TYPE_STRING in config is BYTES in the model and on the wire.
     if {declared_dtype, spec.dtype} != {"STRING", "BYTES"} and declared_dtype != spec.dtype:
         add(f"{where}: config.pbtxt says TYPE_{declared_dtype}, the model's tensor is {spec.dtype} "
-            f"(expected data_type: TYPE_{spec.dtype})")
+            f"(expected data_type: TYPE_{spec.dtype}); "
+            + triton_says(f"unable to load model '{config.name}', configuration expects datatype "
+                          f"TYPE_{declared_dtype} for {role} '{tensor.name}', model provides TYPE_{spec.dtype}"))
     expected = config_shape(config, tensor)
     found = spec.shape
     mbs = config.max_batch_size
+    refusal = "; " + _dims_refusal(config, tensor, found)
     if len(expected) != len(found):
         if mbs > 0 and len(tensor.dims) == len(found):
             add(f"{where}: dims {list(tensor.dims)} include the batch dim; with max_batch_size {mbs} Triton "
                 f"prepends it itself, so the model would get rank {len(expected)} instead of {len(found)}: "
-                f"expected dims {list(tensor.dims[1:])}")
+                f"expected dims {list(tensor.dims[1:])}" + refusal)
         elif mbs == 0 and len(tensor.dims) + 1 == len(found):
             add(f"{where}: dims {list(tensor.dims)} have rank {len(tensor.dims)} but the model's shape "
                 f"{list(found)} has rank {len(found)}: with max_batch_size 0 the batch dim must be written "
-                "into dims (or set max_batch_size)")
+                "into dims (or set max_batch_size)" + refusal)
         else:
             add(f"{where}: rank {len(expected)} (shape {list(expected)}) in config.pbtxt, rank {len(found)} "
-                f"(shape {list(found)}) in the model")
+                f"(shape {list(found)}) in the model" + refusal)
         return
     start = 1 if mbs > 0 else 0
     if role == "input" and mbs > 0 and found[0] != -1 and mbs > found[0]:
@@ -114,7 +132,22 @@ def _compare_tensor(config: ModelConfig, role: str, tensor, spec: TensorSpec, ad
         if have != -1 and want != have:
             shown = "-1 (variable)" if want == -1 else str(want)
             add(f"{where}: dim {index} is {shown} in config.pbtxt (shape {list(expected)}) but {have} in the "
-                f"model (shape {list(found)}); the model is built for {have}")
+                f"model (shape {list(found)}); the model is built for {have}" + refusal)
+            refusal = ""
+
+
+def _dims_refusal(config: ModelConfig, tensor, found: tuple[int, ...]) -> str:
+    """The backend's wording (CompareDimsSupported) of a shape the model does not have."""
+    dims = list(tensor.reshape.shape) if tensor.HasField("reshape") else list(tensor.dims)
+    model = "[" + ",".join(str(d) for d in found) + "]"
+    if config.max_batch_size > 0:
+        complete = "[" + ",".join(str(d) for d in [-1, *dims]) + "]"
+        specified = (f"{len(dims) + 1} dimensions (an initial batch dimension because max_batch_size > 0 followed by "
+                     f"the explicit tensor shape, making complete shape {complete})")
+    else:
+        specified = f"{len(dims)} dimensions (shape [" + ",".join(str(d) for d in dims) + "])"
+    return triton_says(f"model '{config.name}', tensor '{tensor.name}': the model expects {len(found)} dimensions "
+                       f"(shape {model}) but the model configuration specifies {specified}")
 
 
 def _profiles(config: ModelConfig, signature: Signature, add) -> None:

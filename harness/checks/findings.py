@@ -17,6 +17,11 @@ class Finding:
         return f"[{self.check}] {self.model}: {self.file}: {self.message}"
 
 
+def triton_says(text: str) -> str:
+    """Triton's own wording of a refusal, quoted, so the finding can be matched to the server log."""
+    return f'Triton: "{text}"'
+
+
 class NotApplicable(Exception):
     """The check has nothing to judge for this model; the reason says why (a skip, not a pass)."""
 

@@ -25,10 +25,10 @@ def check_layout(entry: ModelEntry) -> list[Finding]:
     def add(file: str, message: str) -> None:
         findings.append(Finding(CHECK, entry.name, file, message))
 
-    if not entry.config_path.is_file():
-        add(f"{entry.name}/{CONFIG_NAME}", f"missing: every model directory needs a {CONFIG_NAME} "
-            "(this suite checks declared configs, not ones Triton would auto-complete)")
-    config = entry.config
+    if not entry.config_path.is_file() and not entry.autocomplete:
+        add(f"{entry.name}/{CONFIG_NAME}", f"missing: with auto-complete disabled every model directory needs a "
+            f"{CONFIG_NAME}")
+    config = entry.declared
     if config is not None and config.name and config.name != entry.name:
         add(f"{entry.name}/{CONFIG_NAME}", f"config name {config.name!r} differs from its directory "
             f"{entry.name!r}: Triton refuses the model (\"failed to poll from model repository\"); "

@@ -1,5 +1,6 @@
-"""One model directory of a repository as Triton sees it: its config (or why it does not parse),
-its platform and backend, its default model filename and its version directories."""
+"""One model directory of a repository as Triton sees it: its config as declared (or why it does not
+parse) and as Triton completes it, its platform and backend, its default model filename and its
+version directories."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from harness.checks.autocomplete import Completion, complete
 from harness.repository.config import CONFIG_NAME, ConfigError, ModelConfig, read_config
 
 # Triton's platform -> backend pairing (model_config_utils: a platform implies its backend).
@@ -43,8 +45,11 @@ MODEL_SUFFIXES = (".plan", ".engine", ".trt", ".onnx", ".pt", ".pth", ".torchscr
 
 @dataclass(frozen=True)
 class ModelEntry:
+    """`autocomplete` False judges the model as a server run with `--disable-auto-complete-config`."""
+
     repository: Path
     name: str
+    autocomplete: bool = True
 
     @property
     def path(self) -> Path:
@@ -57,7 +62,7 @@ class ModelEntry:
     @cached_property
     def _parsed(self) -> tuple[ModelConfig | None, str | None]:
         if not self.config_path.is_file():
-            return None, f"no {CONFIG_NAME} in {self.name}/"
+            return None, None
         try:
             return read_config(self.path), None
         except ConfigError as error:
@@ -66,8 +71,22 @@ class ModelEntry:
             return None, f"{self.config_path}: not text: {error}"
 
     @property
-    def config(self) -> ModelConfig | None:
+    def declared(self) -> ModelConfig | None:
+        """config.pbtxt as written (None when absent or unparseable)."""
         return self._parsed[0]
+
+    @cached_property
+    def completion(self) -> Completion | None:
+        """The config Triton would validate, completed from the model files (None when config.pbtxt
+        exists but does not parse)."""
+        if self.config_error is not None and self.config_path.is_file():
+            return None
+        return complete(self.declared, self.path, autocomplete=self.autocomplete)
+
+    @property
+    def config(self) -> ModelConfig | None:
+        """The completed config: what the checks judge."""
+        return self.completion.config if self.completion is not None else None
 
     @property
     def config_error(self) -> str | None:
@@ -91,9 +110,9 @@ class ModelEntry:
     @property
     def model_filename(self) -> str | None:
         """default_model_filename, else the platform's or backend's default; None for ensembles and
-        backends this suite does not know."""
-        if self.config is None or self.is_ensemble:
-            return None
+        backends that load no model file this suite knows of."""
+        if self.config is None or self.is_ensemble or self.backend not in BACKEND_FILENAME:
+            return None  # a custom backend (identity, ...) reads what it likes
         if self.config.default_model_filename:
             return self.config.default_model_filename
         return PLATFORM_FILENAME.get(self.config.platform) or BACKEND_FILENAME.get(self.backend)
@@ -130,5 +149,5 @@ def list_models(repository: Path) -> list[str]:
                   if p.is_dir() and not p.name.startswith(".") and p.name != "__pycache__")
 
 
-def load_entry(repository: Path, model: str) -> ModelEntry:
-    return ModelEntry(Path(repository), model)
+def load_entry(repository: Path, model: str, *, autocomplete: bool = True) -> ModelEntry:
+    return ModelEntry(Path(repository), model, autocomplete)

@@ -38,10 +38,20 @@ def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
 
 
 def onnx_signature(model: onnx.ModelProto | str | Path) -> Signature:
+    """Raises ValueError for a file that is no ONNX model: empty (0 bytes), not a protobuf, or a
+    protobuf with no graph (protobuf reads an empty file as an empty ModelProto without a word)."""
     source = ""
     if not isinstance(model, onnx.ModelProto):
         source = str(model)
-        model = onnx.load(str(model), load_external_data=False)
+        path = Path(model)
+        if path.is_file() and path.stat().st_size == 0:
+            raise ValueError(f"{path.name} is empty (0 bytes): not an ONNX model (a failed export or copy?)")
+        try:
+            model = onnx.load(str(model), load_external_data=False)
+        except Exception as error:  # onnx raises DecodeError, or its own errors, for a corrupt file
+            raise ValueError(f"{path.name} is corrupt: it does not parse as an ONNX model ({error})") from error
+        if not model.graph.node and not model.graph.input and not model.graph.output:
+            raise ValueError(f"{path.name} holds no ONNX graph (no nodes, inputs or outputs): empty or corrupt")
     graph = model.graph
     # Initializers listed as graph inputs (old exporters) are weights, not request tensors.
     weights = {init.name for init in graph.initializer}
