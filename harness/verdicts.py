@@ -1,7 +1,9 @@
-"""Two kinds of skip, told apart in the report: a check that does not concern this model ("not
-applicable": an ensemble has no model file to read bindings from) and one that could not run on this host
-("not tested": the server lacks the backend). The certification gate ignores the first and judges the
-second against its profile."""
+"""Three kinds of skip, told apart in the report: a check that does not concern this model ("not
+applicable": an ensemble has no model file to read bindings from), one that could not run on this host
+("not tested": the server lacks the backend), and one that needs an optional tool of the harness's own that
+this host lacks ("not tested here": wrk for the load generator's cross-check). The certification gate
+ignores the first, judges the second against its profile, and lists the third without letting it block:
+it checks the harness, not the repository, and says how to install what is missing."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ from typing import NoReturn
 import pytest
 
 NOT_APPLICABLE = "not applicable: "
+NOT_TESTED_HERE = "not tested here, because "
 
 
 def not_applicable(reason: str) -> NoReturn:
     pytest.skip(NOT_APPLICABLE + reason)
+
+
+def optional_tool_missing(reason: str) -> NoReturn:
+    """`reason` names the tool and how to get it, e.g. "wrk is not installed (apt-get install wrk)"."""
+    pytest.skip(NOT_TESTED_HERE + reason)

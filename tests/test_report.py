@@ -58,6 +58,33 @@ def test_untested_required_check_is_not_certified():
     assert gate.judge(report, {"required": ["suites/config/*"], "allowed_not_tested": ["*test_a"]}).certified
 
 
+def test_missing_optional_tool_is_listed_and_does_not_block(pytester, tmp_path):
+    """A required check that needs an absent optional tool (wrk) is "not tested here", with how to install
+    it, and the run is still certified (issue #22 item 8)."""
+    pytester.makepyfile(test_tool="""
+from harness.verdicts import optional_tool_missing
+def test_ok():
+    pass
+def test_needs_wrk():
+    optional_tool_missing("wrk is not installed (apt-get install wrk)")
+""")
+    profile = tmp_path / "all.toml"
+    profile.write_text('required = ["*"]\n')
+    report_dir = tmp_path / "report"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--report-dir={report_dir}",
+                                           f"--certify-profile={profile}")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["CERTIFIED: every required check passed; *test_needs_wrk not tested here, "
+                                 "because wrk is not installed (apt-get install wrk)"])
+    check = next(c for c in json.loads((report_dir / "report.json").read_text())["checks"]
+                 if c["id"].endswith("test_needs_wrk"))
+    assert check["verdict"] == "not tested" and check["blocks_certification"] is False
+    # the same check failing for a reason of the repository's own still blocks
+    check.update(verdict="not tested", message="not tested, because the server has no onnxruntime backend")
+    del check["blocks_certification"]
+    assert not gate.judge({"checks": [check]}, {"required": ["*"]}).certified
+
+
 def test_html_is_self_contained(certified_run):
     text = (certified_run[1] / "report.html").read_text()
     external = re.findall(r"""(?:src|href)=['"](?!data:)([^'"]+)""", text)

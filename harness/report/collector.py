@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.verdicts import NOT_APPLICABLE
+from harness.verdicts import NOT_APPLICABLE, NOT_TESTED_HERE
 
 REPORT_NAME = "report.json"
 
@@ -53,6 +53,8 @@ class ReportCollector:
             else:
                 entry["verdict"] = "not tested"
                 entry["message"] = reason if reason.startswith("not tested") else "not tested, because " + reason
+                if reason.startswith(NOT_TESTED_HERE):  # an optional tool is absent: listed, never blocking
+                    entry["blocks_certification"] = False
         elif report.failed:
             entry["verdict"] = "failed" if report.when == "call" else "error"
             entry["message"] = _headline(report)

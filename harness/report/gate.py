@@ -17,13 +17,17 @@ class Verdict:
     certified: bool
     failing: list[dict] = field(default_factory=list)
     untested: list[dict] = field(default_factory=list)
+    # required checks this host could not run for want of an optional tool (harness.verdicts.NOT_TESTED_HERE):
+    # listed with the way to install it, never blocking
+    not_tested_here: list[dict] = field(default_factory=list)
 
     def line(self) -> str:
+        here = "".join(f"; {c['id']} {c['message'].splitlines()[0]}" for c in self.not_tested_here)
         if self.certified:
-            return "CERTIFIED: every required check passed"
+            return "CERTIFIED: every required check passed" + here
         parts = [f"{c['id']} ({c['verdict']}: {c['message'].splitlines()[0] if c['message'] else 'no message'})"
                  for c in self.failing + self.untested]
-        return f"NOT CERTIFIED: {len(parts)} required check(s) did not pass: " + "; ".join(parts)
+        return f"NOT CERTIFIED: {len(parts)} required check(s) did not pass: " + "; ".join(parts) + here
 
 
 def load_profile(name_or_path: str | Path = "certified") -> dict:
@@ -44,9 +48,11 @@ def judge(report: dict | Path, profile: dict) -> Verdict:
         report = json.loads(Path(report).read_text())
     required = [c for c in report["checks"] if _matches(c["id"], profile.get("required", []))]
     failing = [c for c in required if c["verdict"] in ("failed", "error")]
-    untested = [c for c in required if c["verdict"] == "not tested"
+    not_tested = [c for c in required if c["verdict"] == "not tested"]
+    here = [c for c in not_tested if c.get("blocks_certification", True) is False]
+    untested = [c for c in not_tested if c not in here
                 and not _matches(c["id"], profile.get("allowed_not_tested", []))]
     certified = bool(required) and not failing and not untested
     if not required:
         failing = [{"id": "(profile)", "verdict": "failed", "message": "no required check ran at all"}]
-    return Verdict(certified, failing, untested)
+    return Verdict(certified, failing, untested, here)

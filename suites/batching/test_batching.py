@@ -19,7 +19,7 @@ from harness.load.plot import plot_sweep
 from harness.load.results import write_raw
 from harness.load.server_stats import split
 from harness.load.wrk import WrkUnavailable, fidelity_ratio, run_wrk, wrk_binary
-from harness.verdicts import not_applicable
+from harness.verdicts import not_applicable, optional_tool_missing
 
 pytestmark = [pytest.mark.batching, pytest.mark.server]
 
@@ -128,7 +128,7 @@ def test_generator_fidelity(benchmark, bench):
     try:
         wrk_binary()
     except WrkUnavailable as error:
-        pytest.skip(str(error))
+        optional_tool_missing(f"{error}: it only cross-checks this harness's own load generator")
     model = bench.option("--batching-fidelity-model") or next(
         (m for m, c in bench.configs.items() if not m.endswith(TWIN_SUFFIX) and m != NULL_MODEL and not config_verdicts(c)),
         None)
