@@ -11,6 +11,7 @@ COMMANDS = [
     "harness.engines.cli",
     "harness.reference.cli",
     "harness.report.certify",
+    "harness.checks.triton_qa",
 ]
 
 

@@ -103,8 +103,8 @@ def _runtime(config: ModelConfig, add) -> None:
     elif backend and backend not in STOCK_BACKENDS and config.platform != "ensemble":
         add(f"backend {backend!r} is not one a Triton image ships ({', '.join(STOCK_BACKENDS)}): install it on the "
             "server or set runtime; "
-            + triton_says(f"unable to find backend library for backend '{backend}', try specifying runtime on the "
-                          "model configuration."))
+            + triton_says(f"Invalid argument: unable to find backend library for backend '{backend}', try "
+                          "specifying runtime on the model configuration."))
 
 
 def _batching(config: ModelConfig, add) -> None:
