@@ -40,7 +40,13 @@ BROKEN = {
     "config_name_mismatch": ("test_layout[yolo_raw]", "config name 'yolo_detector' differs from its directory 'yolo_raw'"),
     "declared_role_contradicts": ("test_role[yolo_onnx]", "declared e2e"),
     "declared_nc_mismatch": ("test_role[yolo_onnx]", "nc = 80 means 4 + 80 = 84"),
+    "autocomplete_conflict": ("test_schema[yolo_auto]", "configuration specified max_batch_size 8, but in "
+                              "auto-complete-config function for model 'yolo_auto' specified max_batch_size 4"),
+    "empty_onnx": ("test_bindings[yolo_onnx]", "model.onnx is empty (0 bytes)"),
+    "ensemble_pinned_version": ("test_schema[yolo_ensemble]", "'yolo_detector' whose required version 2 is not loaded"),
 }
+# Correct repositories besides good/: one that relies on Triton's auto-complete, one only serving breaks.
+GOOD = {"good", "autocomplete_minimal", "served_shape_differs"}
 
 
 def run_suite(pytester: pytest.Pytester, fixture: str, *args: str):
@@ -53,7 +59,7 @@ def failures(recorder) -> dict[str, str]:
 
 def test_every_broken_fixture_is_listed():
     on_disk = {p.name for p in FIXTURE_DIR.iterdir() if p.is_dir() and not p.name.startswith("_")}
-    assert on_disk - {"good", "served_shape_differs"} == set(BROKEN)
+    assert on_disk - GOOD == set(BROKEN)
 
 
 def test_good_repository_passes_offline(pytester):
@@ -61,6 +67,16 @@ def test_good_repository_passes_offline(pytester):
     passed, skipped, failed = recorder.listoutcomes()
     assert not failed, failures(recorder)
     assert len(passed) == 13  # 4 models x layout/schema, 3 with a model file x bindings, 2 roles known
+
+
+def test_configs_relying_on_auto_complete_pass_offline(pytester):
+    """No config.pbtxt next to an ONNX model, a Python model whose model.py declares its I/O: Triton
+    loads both, so every check passes on the config Triton completes (inputs from the graph and from
+    auto_complete_config), and the completion is reported as information."""
+    recorder = run_suite(pytester, "autocomplete_minimal", "-m", "not server")
+    passed, skipped, failed = recorder.listoutcomes()
+    assert not failed, failures(recorder)
+    assert len(passed) == 8  # 2 models x layout/schema/bindings/role
 
 
 def test_unknown_role_is_not_tested_and_says_how_to_declare_it(pytester):

@@ -24,6 +24,8 @@ def check_bindings(entry: ModelEntry) -> list[Finding]:
         raise NotApplicable("config.pbtxt missing or unreadable (the layout/schema checks report it)")
     if entry.is_ensemble:
         raise NotApplicable("an ensemble has no model file; its wiring is the schema check's")
+    if entry.completion.errors:
+        raise NotApplicable("Triton cannot complete this config (the schema check reports why)")
     files = entry.model_files()
     if not files:
         from harness.checks.layout import check_layout
