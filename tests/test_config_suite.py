@@ -44,7 +44,11 @@ BROKEN = {
                               "auto-complete-config function for model 'yolo_auto' specified max_batch_size 4"),
     "empty_onnx": ("test_bindings[yolo_onnx]", "model.onnx is empty (0 bytes)"),
     "ensemble_pinned_version": ("test_schema[yolo_ensemble]", "'yolo_detector' whose required version 2 is not loaded"),
+    "plan_built_elsewhere": ("test_bindings[yolo_trt]", "model.plan was built for sm_8.0 (NVIDIA A100-SXM4-80GB); "
+                             "the serving GPU is sm_9.0"),
 }
+# The serving host a fixture is judged for, where it is not this one.
+SERVING_HOST = {"plan_built_elsewhere": {"YTS_COMPUTE_CAPABILITY": "9.0", "YTS_TENSORRT_VERSION": "10.3.1"}}
 # Correct repositories besides good/: one that relies on Triton's auto-complete, one only serving breaks.
 GOOD = {"good", "autocomplete_minimal", "served_shape_differs"}
 
@@ -100,8 +104,13 @@ def test_manifest_naming_a_model_the_repository_lacks_is_a_usage_error(pytester)
 
 
 @pytest.mark.parametrize("fixture", sorted(BROKEN))
-def test_broken_repository_fails_its_check_only(pytester, fixture):
+def test_broken_repository_fails_its_check_only(pytester, monkeypatch, fixture):
+    from harness.checks.plan_compat import serving_host
+
     expected, words = BROKEN[fixture]
+    for name, value in SERVING_HOST.get(fixture, {}).items():
+        monkeypatch.setenv(name, value)
+    serving_host.cache_clear()
     recorder = run_suite(pytester, fixture, "-m", "not server")
     failed = failures(recorder)
     assert set(failed) == {expected}, f"{fixture}: expected only {expected} to fail, failed: {sorted(failed)}\n{failed}"
@@ -169,3 +178,20 @@ def test_live_checks_keep_their_own_server_beside_other_suites():
         capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "not tested, because the server has no onnxruntime backend" in result.stdout, result.stdout[-2000:]
+
+
+def test_plan_is_judged_against_the_serving_host():
+    """The sidecar's TensorRT version and GPU against the server's: same GPU and TensorRT minor → loads;
+    another GPU or TensorRT minor → refused, naming both; a version-compatible plan runs on a newer
+    TensorRT; no GPU or TensorRT known here → not judged, saying which."""
+    from harness.checks.plan_compat import plan_problems
+
+    plan = FIXTURE_DIR / "plan_built_elsewhere" / "yolo_trt" / "1" / "model.plan"
+    assert plan_problems(plan, "8.0", "10.3.1") == ([], None)
+    (gpu,), _ = plan_problems(plan, "9.0", "10.3.0")
+    assert "built for sm_8.0 (NVIDIA A100-SXM4-80GB); the serving GPU is sm_9.0" in gpu and "Version tag does not match" in gpu
+    (trt,), _ = plan_problems(plan, "8.0", "10.8.0")
+    assert "built with TensorRT 10.3.0; the server runs TensorRT 10.8.0" in trt
+    problems, unjudged = plan_problems(plan, None, None)
+    assert problems == [] and "no GPU on this host" in unjudged and "YTS_TENSORRT_VERSION" in unjudged
+    assert plan_problems(FIXTURE_DIR / "plan_named_engine" / "yolo_trt" / "1" / "model.engine", "9.0", "10.3")[1]

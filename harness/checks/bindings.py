@@ -39,6 +39,13 @@ def check_bindings(entry: ModelEntry) -> list[Finding]:
         if entry.backend == "python":
             findings += python_names(entry.config, path, entry.name, rel)
             continue
+        if path.suffix == ".plan":
+            from harness.checks.plan_compat import plan_problems, serving_host
+
+            problems, _ = plan_problems(path, *serving_host())
+            findings += [Finding(CHECK, entry.name, rel, problem) for problem in problems]
+            if problems:
+                continue
         try:
             signature = read_model_signature(path)
         except ValueError as error:
