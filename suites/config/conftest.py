@@ -16,6 +16,7 @@ from harness.checks import NotApplicable, format_findings, list_models, load_ent
 from harness.verdicts import not_applicable
 
 ADDITIONS = pytest.StashKey[dict]()
+COMPLETED = pytest.StashKey[dict]()
 
 
 def _models(config: pytest.Config) -> list:
@@ -45,10 +46,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def entry(repository_source: Path, model: str):
+def entry(pytestconfig: pytest.Config, repository_source: Path, model: str):
     """The model in the repository as given (read only): a relative symlink is judged where it
-    really points, not where it would point from the scratch copy the server gets."""
-    return load_entry(repository_source, model)
+    really points, not where it would point from the scratch copy the server gets. Its config is the
+    one Triton will complete; what completion fills in is kept for the end-of-run summary."""
+    found = load_entry(repository_source, model)
+    if found.completion is not None and (found.completion.filled or found.completion.notes):
+        pytestconfig.stash.setdefault(COMPLETED, {})[model] = found.completion
+    return found
 
 
 def _judge(check, *args):
@@ -98,7 +103,15 @@ def record_additions(pytestconfig: pytest.Config, model: str):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """Triton's auto-complete: fields the server added to each config, reported apart from failures."""
+    """Triton's auto-complete: what the offline checks completed as Triton will, and the fields the
+    server added to each config, reported apart from failures."""
+    completed = config.stash.get(COMPLETED, {})
+    if completed:
+        terminalreporter.section("Completed as Triton will complete it (judged as completed; not failures)")
+        for model, completion in sorted(completed.items()):
+            filled = ", ".join(f"{key}={value!r}" for key, value in sorted(completion.filled.items()))
+            terminalreporter.write_line(f"{model}: {filled or 'nothing'}"
+                                        + "".join(f"\n  not completed offline: {note}" for note in completion.notes))
     additions = config.stash.get(ADDITIONS, {})
     if not any(additions.values()):
         return
