@@ -7,7 +7,12 @@ PNG or JPEG, and takes the top-scoring returned box of the object's class. Each 
 within tol = max(K_STRIDE * stride / r, K_BOX * box side) of the drawn box (README: "Tolerance"), which
 is what a detector that localises to a fraction of its stride can promise, and far less than the
 shift a letterbox mistake leaves (the padding offset not undone moves a box by pad / gain). A failure
-is shrunk to the smallest source size that still fails, and the message prints it.
+is shrunk toward the smallest source size that still fails, and the message prints it.
+
+Every example is a server round trip, so the property is bounded in time (harness.hypothesis_profiles:
+served_settings, TimeBudget): a few examples (12 in CI), a drawing budget (120 s in CI, $YTS_SERVED_BUDGET_S)
+after which no new request is sent, a shrinking budget (45 s) counted from the first failure, and a
+deployment that misses so many objects that the verdict is already certain stops being drawn for at once.
 
 Every model of the repository under test that takes encoded images and returns detections rows is
 tested (harness.vision.served); without one the test skips, saying why."""
@@ -15,18 +20,17 @@ tested (harness.vision.served); without one the test skips, saying why."""
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import assume, given, note
 from hypothesis.errors import Unsatisfiable
 from hypothesis import strategies as st
 
 from harness import paths
 from harness.dataset.shapes import CLASSES
 from harness.dataset.single import BACKGROUNDS, ENCODINGS, ObjectScene, encode, render_object
-from harness.hypothesis_profiles import ENV_VAR
+from harness.hypothesis_profiles import TimeBudget, served_examples, served_settings
 from harness.vision.letterbox import LETTERBOX, LetterboxMeta
 from harness.vision.served import EndToEndClient, end_to_end_models
 from harness.verdicts import not_applicable
@@ -49,14 +53,6 @@ K_BOX = 0.3  # of the box side: the reference detector's edge error is 1 % of th
 #             p99 and 23 % at worst (300 random scenes, the tiniest upscaled 10x), well inside this
 
 MAX_MISSED = 0.25  # of the drawn objects a deployment may fail to return (see the test's docstring)
-
-# Each example is a server round trip (~0.1-0.3 s on CPU): a few in CI, many in a deep run.
-EXAMPLES = {"ci": 12, "deep": 300}
-
-
-def served_examples() -> int:
-    return EXAMPLES.get(os.environ.get(ENV_VAR, "ci"), EXAMPLES["ci"])
-
 
 @st.composite
 def source_sizes(draw) -> tuple[int, int]:
@@ -149,7 +145,7 @@ def diagnose(error: np.ndarray, meta: LetterboxMeta, tol: np.ndarray) -> str:
     return ""
 
 
-def _check(model, client, scene: ObjectScene, encoding: str) -> str | None:
+def _check(model, client, scene: ObjectScene, encoding: str, note=note) -> str | None:
     """Assert the property; returns what was missed instead when no box of the class came back."""
     image, truth = render_object(scene)
     h, w = scene.height, scene.width
@@ -181,21 +177,32 @@ def test_returned_box_maps_back_to_the_drawn_object(e2e_model):
     (and a detector that detects nothing) shows."""
     model, client = e2e_model
     sent, missed = [], []
+    budget = TimeBudget()
+    examples = served_examples()
+    # At most `examples` found objects are judged, so once this many are missed the share is above
+    # MAX_MISSED whatever comes next: stop drawing, the verdict is known.
+    certain = math.floor(MAX_MISSED / (1 - MAX_MISSED) * examples) + 1
 
-    @settings(max_examples=served_examples(), suppress_health_check=[*settings.default.suppress_health_check,
-                                                                     HealthCheck.filter_too_much])
-    @given(scene=object_scenes(model.imgsz), encoding=st.sampled_from(ENCODINGS))
-    def served_box_maps_back(scene, encoding):
+    def send(scene: ObjectScene, encoding: str) -> str | None:
         sent.append(scene)
-        miss = _check(model, client, scene, encoding)
+        miss = _check(model, client, scene, encoding, note=budget.note)
         if miss is not None:
             missed.append(miss)
-            assume(False)
+            if len(missed) >= certain:
+                budget.stop(f"{len(missed)} objects missed: more than {MAX_MISSED:.0%} whatever the rest shows")
+        return miss
+
+    @served_settings(max_examples=examples)
+    @given(scene=object_scenes(model.imgsz), encoding=st.sampled_from(ENCODINGS))
+    def served_box_maps_back(scene, encoding):
+        miss = budget.run((scene, encoding), lambda: send(scene, encoding))
+        assume(miss is None)  # a missed object is no letterbox evidence: draw another
 
     try:
         served_box_maps_back()
     except Unsatisfiable:
-        pass  # every drawn object was missed: reported below
+        pass  # every drawn object was missed, or the budget ran out first: judged below
+    print(f"[yts letterbox] {model.name}: {budget.describe()}")
     assert len(missed) <= MAX_MISSED * len(sent), (
         f"{model.name} missed {len(missed)} of {len(sent)} drawn objects (more than {MAX_MISSED:.0%}; the reference "
-        f"detector misses none of 320 such images), e.g. " + "; ".join(missed[:3]))
+        f"detector misses none of 320 such images; {budget.describe()}), e.g. " + "; ".join(missed[:3]))
