@@ -195,3 +195,14 @@ def test_plan_is_judged_against_the_serving_host():
     problems, unjudged = plan_problems(plan, None, None)
     assert problems == [] and "no GPU on this host" in unjudged and "YTS_TENSORRT_VERSION" in unjudged
     assert plan_problems(FIXTURE_DIR / "plan_named_engine" / "yolo_trt" / "1" / "model.engine", "9.0", "10.3")[1]
+
+
+@pytest.mark.server
+def test_offline_completion_agrees_with_the_config_triton_reports(pytester):
+    """yolo_auto's config is `backend: "python"`; the live check compares the offline completion (I/O and
+    max_batch_size from its auto_complete_config) with GET /v2/models/yolo_auto/config field by field:
+    no difference, and Triton adds only its normalisation (instance group, pinned memory, version policy)."""
+    recorder = run_suite(pytester, "autocomplete_minimal", "-k", "live")
+    assert not recorder.getfailures(), failures(recorder)
+    passed = [r.nodeid.split("::")[-1] for r in recorder.getreports("pytest_runtest_logreport") if r.when == "call" and r.passed]
+    assert passed == ["test_live[yolo_auto]"]
