@@ -54,17 +54,37 @@ def encoded_image(width: int = 640, height: int = 480, seed: int = 0) -> bytes:
 
 
 def payload_from_config(config: ModelConfig, batch: int = 1, shapes: dict[str, list[int]] | None = None,
-                        dynamic_size: int = 640, seed: int = 0) -> Payload:
+                        dynamic_size: int | None = None, seed: int = 0, sizer=None) -> Payload:
     """One request of `batch` rows (no batch dimension when max_batch_size is 0). Variable dims (-1)
-    take `dynamic_size` unless `shapes` names the input; BYTES inputs carry an encoded image."""
+    take `dynamic_size` when given, else what harness.repository.sizing finds (`sizer`: one over the
+    whole repository, for ONNX graphs and ensemble steps; by default this config alone), unless
+    `shapes` names the input; BYTES inputs carry an encoded image. A request over the byte bound
+    raises sizing.RequestTooLarge (a "not applicable" skip naming the size)."""
+    from harness.repository import sizing
+
+    if sizer is None or config.name not in sizer.configs:
+        sizer = sizing.Sizer({config.name: config})
     rng = np.random.default_rng(seed)
-    tensors = []
+    tensors, total, how = [], 0, []
     for spec in config.input:
         datatype = "BYTES" if dtype_name(spec.data_type) == "STRING" else dtype_name(spec.data_type)
-        dims = list((shapes or {}).get(spec.name) or [d if d >= 0 else dynamic_size for d in spec.dims])
-        if datatype == "BYTES" and (shapes or {}).get(spec.name) is None:
+        given = (shapes or {}).get(spec.name)
+        if given:
+            dims = list(given)
+        elif datatype == "BYTES":
             dims = [d if d >= 0 else 1 for d in spec.dims]
+        elif dynamic_size is not None:
+            dims = [d if d >= 0 else dynamic_size for d in spec.dims]
+        else:
+            size = sizer.input_size(config.name, spec.name)
+            dims = list(size.dims)
+            if size.sources:
+                how.append(f"{spec.name} {size.describe()}")
         shape = ([batch] if config.max_batch_size > 0 else []) + dims
+        if datatype != "BYTES":
+            total += sizing.request_bytes(shape, datatype)
+            if total > sizing.request_budget():  # (all inputs so far counted)
+                raise sizing.RequestTooLarge(config.name, shape, datatype, total, sizing.request_budget(), "; ".join(how))
         if datatype == "BYTES":
             array = np.full(shape, encoded_image(seed=seed), dtype=np.object_)
         elif datatype.startswith("FP"):

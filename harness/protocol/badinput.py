@@ -86,6 +86,7 @@ def _wrong_dims(view: ModelView) -> Request | None:
     if not fixed:
         return None
     shape[fixed[0]] += 1
+    view.check_size(shape)
     return _tensor(view, np.zeros(shape, good_array(view).dtype))
 
 
@@ -98,6 +99,7 @@ def _over_batch(view: ModelView) -> Request | None:
 def _empty_batch(view: ModelView) -> Request | None:
     if not view.batched:
         return None
+    view.check_size(view.concrete_shape())  # no data is sent, but the server sizes what it expects from the shape
     shape = (0,) + view.concrete_shape()[1:]
     return Request(view.name, (Tensor(view.input.name, view.input.datatype, shape, b""),))
 
@@ -112,6 +114,12 @@ def _filled(value: float) -> Callable[[ModelView], Request | None]:
     return build
 
 
+def _unknown_input(view: ModelView) -> Request:
+    view.check_size(view.concrete_shape(), tensors=2)  # the input and a stranger of the same size
+    x = good_array(view)
+    return Request(view.name, (Tensor.of(view.input.name, x), Tensor.of("not_an_input", x)))
+
+
 def _byte_size(delta: int) -> Callable[[ModelView], Request]:
     def build(view: ModelView) -> Request:
         t = Tensor.of(view.input.name, good_array(view))
@@ -123,6 +131,7 @@ def _byte_size(delta: int) -> Callable[[ModelView], Request]:
 def _json_count_mismatch(view: ModelView) -> Request | None:
     if view.role != "tensor":
         return None
+    view.check_size(view.concrete_shape())  # two values are sent; the declared shape is what the server sizes
     body = {"inputs": [{"name": view.input.name, "datatype": view.input.datatype,
                         "shape": list(view.concrete_shape()), "data": [0.5, 0.5]}]}
     return Request(view.name, (), http_body=json.dumps(body).encode())
@@ -177,7 +186,7 @@ CATALOGUE: tuple[Case, ...] = (
     Case("missing_input", "tensor", lambda v: Request(v.name, ()), Rejected(r"missing|expected \d+ inputs"),
          "400 / INVALID_ARGUMENT: expected 1 inputs but got 0 inputs ... missing required input(s) ['images']"),
     Case("unknown_input", "tensor",
-         lambda v: Request(v.name, (Tensor.of(v.input.name, good_array(v)), Tensor.of("not_an_input", good_array(v)))),
+         _unknown_input,
          Rejected(r"not_an_input|unexpected input|unknown input"),
          "400 / INVALID_ARGUMENT: expected 1 inputs but got 2 inputs ... Got input(s) ['not_an_input','images']"),
     Case("unknown_output", "tensor",

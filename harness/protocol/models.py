@@ -1,7 +1,11 @@
 """Which served model plays which part, read from the server's own metadata and config: a tensor
 model (one numeric input, e.g. yolo_raw [N,3,640,640] FP32) or an image model (one BYTES input of
 encoded images, e.g. yolo_e2e, yolo_ensemble). Checks are written against these views, so they run on
-any repository, and good inputs of the right shape come from here too."""
+any repository, and good inputs of the right shape come from here too.
+
+A tensor input's -1 dims are filled by harness.repository.sizing (the ONNX graph, the ensemble step
+that feeds it, declared imgsz, a small default), and every request built here is held to its byte
+bound: one that would exceed it raises RequestTooLarge, a "not applicable" skip naming the size."""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ import numpy as np
 import requests
 
 from harness.protocol.wire import Request, Tensor, bytes_tensor
+from harness.repository import sizing
+from harness.repository.sizing import RequestTooLarge
 
-DYNAMIC_DIM_VALUE = 640  # what a -1 dim of a tensor model's input is filled with (YOLO's usual size)
+__all__ = ["ModelView", "Port", "RequestTooLarge", "discover", "good_array", "image_request", "sample_image"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,7 @@ class ModelView:
     outputs: tuple[Port, ...]
     max_batch_size: int
     platform: str
+    size: sizing.InputSize | None = None  # the input's concrete dims (batch excluded), where they came from
 
     @property
     def role(self) -> str | None:
@@ -57,14 +64,46 @@ class ModelView:
         return self.max_batch_size > 0
 
     def concrete_shape(self, batch: int = 1) -> tuple[int, ...]:
-        dims = list(self.input.shape)
-        if self.batched:
-            dims[0] = batch
-        fill = 1 if self.role == "image" else DYNAMIC_DIM_VALUE
-        return tuple(fill if d < 0 else d for d in dims)
+        dims = list(self.input.shape[1:] if self.batched else self.input.shape)
+        if self.input.datatype == "BYTES":
+            dims = [1 if d < 0 else d for d in dims]
+        elif self.size is not None and len(self.size.dims) == len(dims):
+            dims = [s if d < 0 else d for d, s in zip(dims, self.size.dims)]
+        else:  # no configs to read: the rules that need none (batch 1, image sides, a small default)
+            dims = list(sizing.fallback_dims(dims, self.batched)[0])
+        return tuple(([batch] if self.batched else []) + dims)
+
+    def sized_how(self) -> str:
+        if self.size is not None:
+            return self.size.describe()
+        declared = self.input.shape[1:] if self.batched else self.input.shape
+        dims, sources = sizing.fallback_dims(declared, self.batched)
+        return f"{list(declared)} -> {list(dims)} ({'; '.join(sources)})" if sources else ""
+
+    def check_size(self, shape, datatype: str | None = None, json: bool = False, tensors: int = 1) -> int:
+        """The bytes of a request of `tensors` tensors of this shape; RequestTooLarge over the bound."""
+        return sizing.check_request(self.name, shape, datatype or self.input.datatype, self.sized_how(), json, tensors)
 
     def good_request(self, batch: int = 1, seed: int = 0, **parameters) -> Request:
         return Request(self.name, (Tensor.of(self.input.name, good_array(self, batch, seed)),), parameters=parameters)
+
+
+def check_json_response(view: ModelView, batch: int = 1) -> int:
+    """The JSON text of the outputs the metadata fixes (a -1 dim counted as 1): RequestTooLarge (as a
+    response) when an answer asked for in JSON would exceed the bound, e.g. 8 MiB feature maps."""
+    total, largest = 0, None
+    for port in view.outputs:
+        dims = list(port.shape[1:] if view.batched else port.shape)
+        shape = ([batch] if view.batched else []) + [max(d, 1) for d in dims]
+        nbytes = sizing.request_bytes(shape, port.datatype, json=port.datatype != "BYTES")
+        total += nbytes
+        if largest is None or nbytes > largest[0]:
+            largest = (nbytes, shape, port)
+    budget = sizing.request_budget()
+    if total > budget and largest is not None:
+        raise RequestTooLarge(view.name, largest[1], f"{largest[2].datatype} {largest[2].name}", total, budget,
+                              json=True, kind="response")
+    return total
 
 
 def sample_image(seed: int = 0, size: tuple[int, int] = (96, 128), fmt: str = "JPEG", mode: str = "RGB") -> bytes:
@@ -81,8 +120,12 @@ def sample_image(seed: int = 0, size: tuple[int, int] = (96, 128), fmt: str = "J
     return buffer.getvalue()
 
 
-def good_array(view: ModelView, batch: int = 1, seed: int = 0) -> np.ndarray:
+def good_array(view: ModelView, batch: int = 1, seed: int = 0, json: bool = False) -> np.ndarray:
+    """A good input of `batch` items (within the request bound, else RequestTooLarge); `json`: it will
+    be sent as JSON, which costs more per value than its binary bytes."""
     shape = view.concrete_shape(batch)
+    if view.input.datatype != "BYTES":
+        view.check_size(shape, json=json)
     if view.role == "image":
         items = [sample_image(seed + i) for i in range(int(np.prod(shape)))]
         return np.array(items, dtype=np.object_).reshape(shape)
@@ -93,18 +136,38 @@ def good_array(view: ModelView, batch: int = 1, seed: int = 0) -> np.ndarray:
     return rng.random(shape).astype(dtype)
 
 
-def discover(http_endpoint: str, timeout: float = 10.0) -> list[ModelView]:
-    """Every READY model version the server serves, as views (metadata + max_batch_size from config)."""
+def discover(http_endpoint: str, timeout: float = 10.0, repository=None, imgsz: int | None = None) -> list[ModelView]:
+    """Every READY model version the server serves, as views (metadata + max_batch_size from config),
+    each tensor input sized by harness.repository.sizing from the served configs (ensembles included),
+    the ONNX graphs in `repository` when given, and a declared `imgsz`."""
+    from harness.repository.config import from_json
+
     base = f"http://{http_endpoint}"
     index = requests.post(f"{base}/v2/repository/index", json={"ready": True}, timeout=timeout).json()
-    views = []
+    metas, configs = {}, {}
     for name in sorted({entry["name"] for entry in index}):
-        meta = requests.get(f"{base}/v2/models/{name}", timeout=timeout).json()
-        config = requests.get(f"{base}/v2/models/{name}/config", timeout=timeout).json()
+        metas[name] = requests.get(f"{base}/v2/models/{name}", timeout=timeout).json()
+        configs[name] = requests.get(f"{base}/v2/models/{name}/config", timeout=timeout).json()
+    parsed = {}
+    for name, config in configs.items():
+        try:
+            parsed[name] = from_json(config)
+        except Exception:  # a config the protobuf cannot read: sized by the rules that need none
+            pass
+    sizer = sizing.Sizer(parsed, repository, imgsz)
+    views = []
+    for name, meta in metas.items():
         ports = lambda items: tuple(Port(p["name"], p["datatype"], tuple(int(d) for d in p["shape"])) for p in items)
-        views.append(ModelView(name, tuple(meta.get("versions", ())), ports(meta.get("inputs", [])),
-                               ports(meta.get("outputs", [])), int(config.get("max_batch_size", 0)),
-                               meta.get("platform", "")))
+        inputs = ports(meta.get("inputs", []))
+        size = None
+        if inputs and inputs[0].datatype != "BYTES" and name in parsed:
+            try:
+                size = sizer.input_size(name, inputs[0].name)
+            except Exception:  # sizing is advice: the fallback rules still bound the request
+                size = None
+        views.append(ModelView(name, tuple(meta.get("versions", ())), inputs,
+                               ports(meta.get("outputs", [])), int(configs[name].get("max_batch_size", 0)),
+                               meta.get("platform", ""), size))
     return views
 
 

@@ -90,6 +90,7 @@ class BatchingBench:
         self.report_dir = Path(report) / "batching" if report else cache_dir("reports", "batching")
         self.report_dir.mkdir(parents=True, exist_ok=True)
         self.server = None
+        self._sizer = None
         self._cache: dict[tuple, tuple[LoadResult, Path]] = {}
 
     def start(self):
@@ -107,7 +108,15 @@ class BatchingBench:
                             processes=min(self.option("--batching-processes"), concurrency))
 
     def payload(self, model: str) -> Payload:
-        return payload_from_config(self.configs[model])
+        """Sized from the repository (ONNX graphs, the ensemble step that feeds a -1 dim), within the
+        request byte bound (harness.repository.sizing)."""
+        if self._sizer is None:
+            from harness.plugin import manifest_for
+            from harness.repository.sizing import Sizer, read_configs
+
+            self._sizer = Sizer({**read_configs(self.repository), **self.configs}, self.repository,
+                                manifest_for(self.pytestconfig).imgsz)
+        return payload_from_config(self.configs[model], sizer=self._sizer)
 
     def url(self, protocol: str) -> str:
         server = self.start()

@@ -14,6 +14,7 @@ from harness.protocol.models import ModelView, discover
 HERE = Path(__file__).parent
 LAST = "test_server_still_ready_at_the_end"
 TALLY: dict[str, dict[str, str]] = {}  # bad-input kind -> protocol -> outcome, for the summary
+NOT_SENT: dict[str, list[str]] = {}  # test id -> requests not sent, over the byte bound (for the summary)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -25,8 +26,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def served_models(triton_server) -> list[ModelView]:
-    views = discover(triton_server.endpoints.http)
+def served_models(triton_server, repository, manifest) -> list[ModelView]:
+    """Requests are sized from the served configs, the ONNX graphs in the repository and the declared
+    imgsz (harness.repository.sizing), never with a made-up 640 per -1 dim."""
+    views = discover(triton_server.endpoints.http, repository=repository, imgsz=manifest.imgsz)
     assert views, f"the server serves no READY model; log tail:\n{triton_server.log_tail()}"
     return views
 
@@ -46,6 +49,9 @@ def models_by_role(served_models, manifest) -> dict[str, list[ModelView]]:
 
 
 def pytest_runtest_logreport(report):
+    not_sent = dict(report.user_properties).get("not_applicable")
+    if not_sent and report.when == "call":
+        NOT_SENT[report.nodeid.split("::")[-1]] = list(not_sent)
     kind = dict(report.user_properties).get("bad_input_kind")
     if kind is None or (report.when != "call" and not report.skipped):
         return
@@ -53,6 +59,14 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    if NOT_SENT:
+        from harness.repository.sizing import human, request_budget
+
+        terminalreporter.write_line(f"[yts protocol] not applicable to some models, not sent (over the "
+                                    f"{human(request_budget())} request bound, $YTS_MAX_REQUEST_BYTES):")
+        for test, lines in sorted(NOT_SENT.items()):
+            for line in lines:
+                terminalreporter.write_line(f"  {test}: {line}")
     tally = TALLY
     if not tally:
         return
@@ -65,4 +79,5 @@ def pytest_terminal_summary(terminalreporter, config):
     if report_dir:
         report_dir.mkdir(parents=True, exist_ok=True)
         (report_dir / "protocol_bad_input.json").write_text(json.dumps(
-            {"kinds": len(CATALOGUE), "judged": len(judged), "nonconforming": failed, "outcomes": tally}, indent=2))
+            {"kinds": len(CATALOGUE), "judged": len(judged), "nonconforming": failed, "outcomes": tally,
+             "not_sent": NOT_SENT}, indent=2))
