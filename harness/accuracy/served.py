@@ -62,6 +62,19 @@ def model_artifact(repository: Path, name: str) -> Path | None:
     return None
 
 
+def served_precision(config, manifest, name: str, from_artifact: str) -> str:
+    """What a served model computes in, so the gates for that precision judge it: the owner's
+    declaration (manifest `[precision]`, `--precision NAME=fp16`), else the config's `precision`
+    parameter (the reference GPU build runs FP16 from an FP32 ONNX file), else its ONNX file's weights."""
+    declared = manifest.precision(name) if manifest is not None else None
+    if declared:
+        return declared
+    parameter = config.parameters["precision"].string_value.lower() if "precision" in config.parameters else ""
+    if parameter in ("fp32", "fp16", "int8"):
+        return parameter
+    return from_artifact
+
+
 def e2e_thresholds(config, defaults: dict) -> dict:
     """conf / iou / max_det as the model's config parameters state them, else the defaults."""
     out = dict(defaults)

@@ -102,7 +102,8 @@ class AccuracySession:
         if not client.is_model_ready(spec.target):
             pytest.skip(f"{spec.name}: not loaded by this server (its backend is missing here?)")
         artifact = served.model_artifact(Path(repository), spec.target)
-        precision = precision_of(artifact) if artifact else "fp32"
+        precision = served.served_precision(config, self.request.getfixturevalue("manifest"), spec.target,
+                                            precision_of(artifact) if artifact else "fp32")
         if served.model_kind(config) == served.RAW:
             return RawCandidate(spec.name, precision, served.ServedRawModel(client, config), input_name=config.input[0].name,
                                 origin="served", artifact=artifact)

@@ -9,8 +9,12 @@ small TOML file (`--manifest PATH`, else `yts.toml` at the repository root) and 
     detector = "raw"       # [N, 3, H, W] FP32 letterboxed images -> [N, 4 + nc, anchors]
     pipeline = "e2e"       # encoded images (TYPE_STRING) -> detections [max_det, 6], num_detections
     tokenizer = "skip"     # not a detector: reported as not tested, never as passed
+    [precision]
+    detector = "fp16"      # what the served engine computes in: the accuracy gates follow it
 
-A model neither declared nor recognisable is reported "not tested, because its layout is unknown"."""
+A model neither declared nor recognisable is reported "not tested, because its layout is unknown". A
+model's precision, when not declared here or with `--precision NAME=fp16`, is read from its config's
+`precision` parameter, else from its ONNX file (FP16/INT8 weights), else FP32."""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ from pathlib import Path
 
 MANIFEST_NAME = "yts.toml"
 ROLES = ("raw", "e2e", "skip")
-KEYS = ("imgsz", "nc", "models")
+PRECISIONS = ("fp32", "fp16", "int8")
+KEYS = ("imgsz", "nc", "models", "precision")
 
 
 class ManifestError(ValueError):
@@ -33,9 +38,13 @@ class Manifest:
     imgsz: int | None = None
     nc: int | None = None
     source: str = "none"
+    precisions: dict[str, str] = field(default_factory=dict)
 
     def role(self, name: str) -> str | None:
         return self.models.get(name)
+
+    def precision(self, name: str) -> str | None:
+        return self.precisions.get(name)
 
     def skipped(self, name: str) -> bool:
         return self.models.get(name) == "skip"
@@ -63,8 +72,22 @@ def parse_model_option(text: str) -> tuple[str, str]:
     return name.strip(), _role(name.strip(), role.strip(), "--model")
 
 
+def _precision(name: str, precision, origin: str) -> str:
+    if precision not in PRECISIONS:
+        raise ManifestError(f"{origin}: precision of {name!r} = {precision!r}: one of {list(PRECISIONS)}")
+    return precision
+
+
+def parse_precision_option(text: str) -> tuple[str, str]:
+    """`--precision NAME=fp16` -> (NAME, fp16)."""
+    name, sep, precision = text.partition("=")
+    if not sep or not name.strip():
+        raise ManifestError(f"--precision {text!r}: expected NAME=PRECISION with PRECISION one of {list(PRECISIONS)}")
+    return name.strip(), _precision(name.strip(), precision.strip(), "--precision")
+
+
 def load_manifest(repository: Path, path: Path | None = None, models: list[str] = (), imgsz: int | None = None,
-                  nc: int | None = None) -> Manifest:
+                  nc: int | None = None, precisions: list[str] = ()) -> Manifest:
     repository = Path(repository)
     path = Path(path) if path is not None else (repository / MANIFEST_NAME if (repository / MANIFEST_NAME).is_file() else None)
     data: dict = {}
@@ -78,15 +101,19 @@ def load_manifest(repository: Path, path: Path | None = None, models: list[str] 
         unknown = sorted(set(data) - set(KEYS))
         if unknown:
             raise ManifestError(f"{path}: unknown keys {unknown} (a manifest has {list(KEYS)})")
-        if not isinstance(data.get("models", {}), dict):
-            raise ManifestError(f"{path}: [models] must be a table of NAME = ROLE")
+        for table, what in (("models", "ROLE"), ("precision", "PRECISION")):
+            if not isinstance(data.get(table, {}), dict):
+                raise ManifestError(f"{path}: [{table}] must be a table of NAME = {what}")
     origin = str(path) if path else "command line"
     declared = {name: _role(name, role, origin) for name, role in data.get("models", {}).items()}
     declared.update(parse_model_option(text) for text in models)
+    precision = {name: _precision(name, value, origin) for name, value in data.get("precision", {}).items()}
+    precision.update(parse_precision_option(text) for text in precisions)
     present = sorted(p.name for p in repository.iterdir() if p.is_dir()) if repository.is_dir() else []
-    missing = sorted(set(declared) - set(present))
+    missing = sorted((set(declared) | set(precision)) - set(present))
     if missing:
         raise ManifestError(f"{origin}: declares {missing}, which the repository {repository} does not have (it has {present})")
-    return Manifest(models=declared, imgsz=_positive("imgsz", imgsz if imgsz is not None else data.get("imgsz"), origin),
+    return Manifest(models=declared, precisions=precision, imgsz=_positive("imgsz", imgsz if imgsz is not None else data.get("imgsz"), origin),
                     nc=_positive("nc", nc if nc is not None else data.get("nc"), origin),
-                    source=", ".join(s for s in (str(path) if path else "", "command line" if (models or imgsz or nc) else "") if s) or "none")
+                    source=", ".join(s for s in (str(path) if path else "", "command line" if (models or imgsz or nc or precisions) else "")
+                                    if s) or "none")
