@@ -12,6 +12,7 @@ COMMANDS = [
     "harness.reference.cli",
     "harness.report.certify",
     "harness.checks.triton_qa",
+    "harness.checks.triton_qa_live",
 ]
 
 

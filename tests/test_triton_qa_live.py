@@ -25,14 +25,7 @@ needs_corpus = pytest.mark.skipif(not (DEFAULT_CORPUS / "qa" / "L0_model_config"
 KNOWN_DISAGREEMENTS: dict[str, str] = {}
 
 # Decided refusals whose text is not the corpus's `expected` text, and why (the agreement holds: both refuse).
-KNOWN_WORDING = {
-    # test.sh makes special_cases/*/1 (and runtime_escape/dummy_runtime/libtriton_identity.so);
-    # triton_qa.lay_out makes no version folder for special_cases, so the server says: "load failed for model
-    # 'invalid_runtime': at least one version must be available under the version policy of model
-    # 'invalid_runtime'". With those folders, Triton 2.51 gives the expected text.
-    "special_cases/invalid_runtime": "no version folder in the layout",
-    "special_cases/runtime_escape": "no version folder in the layout",
-}
+KNOWN_WORDING: dict[str, str] = {}  # case -> why the server's words differ from the corpus's (none today)
 
 
 @pytest.fixture(scope="module")

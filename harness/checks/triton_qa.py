@@ -121,8 +121,8 @@ def grep_pattern(text: str) -> re.Pattern:
 def lay_out(case: Case, models: Path) -> None:
     """The repository test.sh serves for the case: the case folder as one model (or, without a
     config.pbtxt at its top, as a whole repository), the platform rewritten for a noautofill trial,
-    and a version folder `1/` where test.sh makes one (every model of an autofill case; the three
-    instance-group cases)."""
+    and a version folder `1/` where test.sh makes one (every model of an autofill case, the special
+    cases, the three instance-group cases; runtime_escape's dummy runtime library)."""
     from harness.repository.config import read_config, write_config
 
     ignore = shutil.ignore_patterns("expected*")
@@ -136,10 +136,14 @@ def lay_out(case: Case, models: Path) -> None:
         config = read_config(model_dirs[0])
         config.platform = case.trial
         write_config(model_dirs[0], config)
-    if case.group.startswith("autofill") or case.name in ("invalid_cpu", "invalid_gpu", "negative_gpu"):
+    if case.group.startswith(("autofill", "special")) or case.name in ("invalid_cpu", "invalid_gpu", "negative_gpu"):
         for model_dir in model_dirs:
             if not any(p.is_dir() and p.name.isdigit() for p in model_dir.iterdir()):
                 (model_dir / "1").mkdir()
+    if case.name == "runtime_escape":  # the library its runtime points at, outside the backend folder
+        library = models / case.name / "dummy_runtime" / "libtriton_identity.so"
+        library.parent.mkdir(parents=True)
+        library.write_bytes(b"")
 
 
 def judge(case: Case, scratch: Path) -> Verdict:
