@@ -76,6 +76,9 @@ class LoadResult:
     error_messages: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     server_stats: dict = field(default_factory=dict)  # {"start": snapshot, "end": snapshot} over the summary span
+    # Which engine measured and each of its load processes: {"name": "native" | "locust", "workers": [{"id",
+    # "client_cpu", ...}], ...}; the same keys whichever engine ran (harness.load.locust_engine adds its own).
+    engine: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -86,6 +89,7 @@ class LoadResult:
     def from_dict(cls, data: dict) -> LoadResult:
         data = dict(data)
         data["windows"] = [WindowStats(**w) for w in data["windows"]]
+        data.setdefault("engine", {})  # results written before the field existed
         return cls(**data)
 
     def describe(self) -> str:
@@ -116,7 +120,9 @@ def run_load(spec: ClientSpec, settings: LoadSettings, probe=None) -> LoadResult
     for worker in workers:
         worker.start()
     try:
-        return _control(spec, settings, probe, workers, messages, stop, go, t0)
+        result = _control(spec, settings, probe, workers, messages, stop, go, t0)
+        warn_overhead(result, settings, f"raise processes (now {settings.processes})")
+        return result
     finally:
         stop.set()
         go.set()
@@ -178,9 +184,9 @@ def _control(spec, settings, probe, workers, messages, stop, go, t0) -> LoadResu
             message = _get(messages, "window", timeout=settings.window_s * 5 + 60, workers=workers)
             pending.setdefault(message[2], []).append(message)
         if k >= 0:
-            window, lat, errs = _merge_window(k, pending.pop(k), settings, first_ns, window_ns)
+            window, lat, errs, cpus = merge_window(k, pending.pop(k), settings, first_ns, window_ns)
             windows.append(window)
-            records.append((lat, errs))
+            records.append((lat, errs, cpus))
             stable = is_stable(windows, settings.stability_count, settings.stability_threshold, settings.stability_latency)
             if stable or len(windows) >= settings.max_windows:
                 break
@@ -194,21 +200,30 @@ def _control(spec, settings, probe, workers, messages, stop, go, t0) -> LoadResu
             errors_seen.extend(m for m in done[2] if m not in errors_seen)
         except TimeoutError:
             break
-    return _summarise(spec, settings, windows, records, stable, snapshots, errors_seen[:5])
+    result = summarise(spec.protocol, spec.payload.model if spec.payload else None, settings, windows, records,
+                       stable, snapshots, errors_seen[:5])
+    result.engine = {"name": "native", **result.engine}
+    return result
 
 
-def _merge_window(k, parts, settings, first_ns, window_ns):
+def merge_window(k, parts, settings, first_ns, window_ns):
+    """One window from every worker's part ("window", worker_id, k, latencies_s, errors, cpu_s, late):
+    the merged statistics, the raw latencies, the error count and each worker's CPU (seconds per second).
+    Both engines merge through here."""
     lat = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0)
     errors = sum(p[4] for p in parts)
-    cpu = max(p[5] for p in parts) / settings.window_s
+    cpus = {p[1]: p[5] / settings.window_s for p in parts}
+    cpu = max(cpus.values(), default=0.0)
     late = sum(p[6] for p in parts)
     window = WindowStats(index=k, start_s=(first_ns + k * window_ns) / 1e9, duration_s=settings.window_s,
                          completed=int(lat.size), errors=int(errors), throughput=lat.size / settings.window_s,
                          latency_ms=latency_table(lat), client_cpu=float(cpu), late_sends=int(late))
-    return window, lat, errors
+    return window, lat, errors, cpus
 
 
-def _summarise(spec, settings, windows, records, stable, snapshots, error_messages) -> LoadResult:
+def summarise(protocol, model, settings, windows, records, stable, snapshots, error_messages) -> LoadResult:
+    """The result over the last `stability_count` windows (records: per window (latencies_s, errors,
+    {worker: cpu})); `engine.workers` holds each worker's mean CPU over that span."""
     count = min(settings.stability_count, len(windows))
     span = windows[-count:]
     latencies = np.concatenate([r[0] for r in records[-count:]])
@@ -216,6 +231,12 @@ def _summarise(spec, settings, windows, records, stable, snapshots, error_messag
     last = windows[-1].index
     notes = []
     cpu = max(w.client_cpu for w in span)
+    per_worker: dict = {}
+    for record in records[-count:]:
+        for worker, value in record[2].items():
+            per_worker.setdefault(worker, []).append(value)
+    engine = {"workers": [{"id": worker, "client_cpu": round(float(np.mean(values)), 4)}
+                          for worker, values in sorted(per_worker.items(), key=lambda item: str(item[0]))]}
     if cpu > settings.overhead_warn:
         notes.append(f"client overhead: the busiest load process used {cpu:.0%} of a core "
                      f"(> {settings.overhead_warn:.0%}); the generator may be the bottleneck — "
@@ -226,19 +247,25 @@ def _summarise(spec, settings, windows, records, stable, snapshots, error_messag
     late = sum(w.late_sends for w in span)
     if late:
         notes.append(f"{late} sends left later than {settings.late_threshold_s * 1e3:g} ms after their schedule")
-    for note in notes[:1] if cpu > settings.overhead_warn else []:
-        warnings.warn(note, ClientOverheadWarning, stacklevel=3)
     server = {}
     if snapshots:
         server = {"start": snapshots.get(last - count + 1), "end": snapshots.get(last + 1)}
     return LoadResult(
-        protocol=spec.protocol, model=spec.payload.model if spec.payload else None, settings=asdict(settings),
+        protocol=protocol, model=model, settings=asdict(settings),
         windows=windows, stable=stable, throughput=latencies.size / duration if duration else 0.0,
         latency_ms=latency_table(latencies), completed=int(latencies.size),
         errors=int(sum(w.errors for w in span)), late_sends=int(late), client_cpu=float(cpu),
         latencies_ms=[round(float(v) * 1e3, 4) for v in latencies], error_messages=error_messages,
-        warnings=notes, server_stats=server,
+        warnings=notes, server_stats=server, engine=engine,
     )
+
+
+def warn_overhead(result: LoadResult, settings: LoadSettings, remedy: str) -> None:
+    """perf_analyzer's warning, raised where the caller runs (not in a load process)."""
+    if result.client_cpu > settings.overhead_warn:
+        warnings.warn(f"client overhead: the busiest load process used {result.client_cpu:.0%} of a core "
+                      f"(> {settings.overhead_warn:.0%}); the generator may be the bottleneck — {remedy}",
+                      ClientOverheadWarning, stacklevel=3)
 
 
 def _sleep_until(deadline_ns: int) -> None:

@@ -18,6 +18,7 @@ class StatisticsProbe:
         import tritonclient.grpc as grpcclient
 
         self._client = grpcclient.InferenceServerClient(grpc_url)
+        self.url = grpc_url  # the Locust master builds its own probe from these two
         self.model = model
 
     def __call__(self) -> dict:
