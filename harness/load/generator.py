@@ -221,7 +221,8 @@ def merge_window(k, parts, settings, first_ns, window_ns):
     return window, lat, errors, cpus
 
 
-def summarise(protocol, model, settings, windows, records, stable, snapshots, error_messages) -> LoadResult:
+def summarise(protocol, model, settings, windows, records, stable, snapshots, error_messages,
+              remedy: str | None = None) -> LoadResult:
     """The result over the last `stability_count` windows (records: per window (latencies_s, errors,
     {worker: cpu})); `engine.workers` holds each worker's mean CPU over that span."""
     count = min(settings.stability_count, len(windows))
@@ -240,7 +241,7 @@ def summarise(protocol, model, settings, windows, records, stable, snapshots, er
     if cpu > settings.overhead_warn:
         notes.append(f"client overhead: the busiest load process used {cpu:.0%} of a core "
                      f"(> {settings.overhead_warn:.0%}); the generator may be the bottleneck — "
-                     f"raise processes (now {settings.processes})")
+                     + (remedy or f"raise processes (now {settings.processes})"))
     if not stable:
         notes.append(f"not stable: the last {settings.stability_count} of {len(windows)} windows differ by more "
                      f"than ±{settings.stability_threshold:.0%} in throughput or latency")
@@ -362,25 +363,27 @@ async def _worker(worker_id, spec, settings, share, t0, go, stop, messages) -> N
     messages.put(("done", worker_id, error_messages))
 
 
-def sweep(spec: ClientSpec, settings: LoadSettings, concurrencies, probe=None) -> list[LoadResult]:
-    """perf_analyzer's --concurrency-range: one stable measurement per concurrency."""
+def sweep(spec: ClientSpec, settings: LoadSettings, concurrencies, probe=None, run=None) -> list[LoadResult]:
+    """perf_analyzer's --concurrency-range: one stable measurement per concurrency. `run`: the engine
+    (default run_load; e.g. a Locust run, harness.load.locust_engine.run_locust)."""
+    run = run or run_load
     results = []
     for concurrency in concurrencies:
         point = LoadSettings(**{**asdict(settings), "mode": "concurrency", "concurrency": int(concurrency),
                                 "processes": min(settings.processes, int(concurrency))})
-        results.append(run_load(spec, point, probe))
+        results.append(run(spec, point, probe))
     return results
 
 
 def search_latency_bound(spec: ClientSpec, settings: LoadSettings, bound_ms: float, key: str = "p99",
-                         max_concurrency: int = 64, probe=None) -> tuple[LoadResult | None, list[LoadResult]]:
+                         max_concurrency: int = 64, probe=None, run=None) -> tuple[LoadResult | None, list[LoadResult]]:
     """The highest-throughput concurrency whose `key` latency stays ≤ bound_ms: double until the
     bound breaks, then bisect between the last good and the first bad concurrency."""
     tried: dict[int, LoadResult] = {}
 
     def measure(c: int) -> LoadResult:
         if c not in tried:
-            tried[c] = sweep(spec, settings, [c], probe)[0]
+            tried[c] = sweep(spec, settings, [c], probe, run)[0]
         return tried[c]
 
     good, bad = 0, None

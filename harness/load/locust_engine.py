@@ -162,7 +162,8 @@ class LocustRun:
 
     def _check_workers(self) -> None:
         for process, log in zip(self.processes[1:], self.worker_logs):
-            if process.poll() is not None:
+            # exit 0: the master told it to quit (a worker lost mid-run is the master's to report)
+            if process.poll() not in (None, 0):
                 raise LocustRunError(f"Locust worker (pid {process.pid}) exited with code {process.returncode} "
                                      f"during the run; its log {log}:\n{_tail(log)}")
 

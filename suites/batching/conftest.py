@@ -92,6 +92,9 @@ class BatchingBench:
         self.server = None
         self._sizer = None
         self._cache: dict[tuple, tuple[LoadResult, Path]] = {}
+        # --load-engine native|locust (harness.plugin); getoption's default keeps this working without it
+        self.engine = pytestconfig.getoption("--load-engine", default="native") or "native"
+        self.load_workers = int(pytestconfig.getoption("--load-workers", default=2) or 2)
 
     def start(self):
         if self.server is None:
@@ -101,6 +104,16 @@ class BatchingBench:
             # server cannot load (a backend it lacks) is skipped with Triton's reason, not fatal to all.
             self.server = start_server(self.pytestconfig, self.repository, load_models=(NULL_MODEL,))
         return self.server
+
+    def run(self, spec: ClientSpec, settings: LoadSettings, probe=None) -> LoadResult:
+        """One measurement on the session's engine: the native generator, or Locust's master with
+        --load-workers local workers (harness.load.locust_engine), both measured the same way."""
+        if self.engine == "locust":
+            from harness.load.locust_engine import run_locust
+
+            workers = min(self.load_workers, settings.concurrency) if settings.mode == "concurrency" else self.load_workers
+            return run_locust(spec, settings, probe, workers=workers)
+        return run_load(spec, settings, probe)
 
     def settings(self, concurrency: int) -> LoadSettings:
         return LoadSettings(concurrency=concurrency, window_s=self.option("--batching-window"),
@@ -144,16 +157,17 @@ class BatchingBench:
     def measure(self, model: str, concurrency: int, protocol: str | None = None, repeat: int = 0) -> tuple[LoadResult, Path]:
         """`repeat` > 0 measures the same point again (interleaved comparisons), kept apart in the cache."""
         protocol = protocol or self.option("--batching-protocol")
-        key = (model, concurrency, protocol, repeat)
+        key = (model, concurrency, protocol, repeat, self.engine)
         if key not in self._cache:
             self.require_ready(model)
             spec = ClientSpec(protocol, self.url(protocol), self.payload(model))
             probe = StatisticsProbe(self.start().endpoints.grpc, model)
             try:
-                result = run_load(spec, self.settings(concurrency), probe)
+                result = self.run(spec, self.settings(concurrency), probe)
             finally:
                 probe.close()
-            path = write_raw(self.report_dir, f"{model}-{protocol}-c{concurrency}" + (f"-r{repeat}" if repeat else ""),
+            path = write_raw(self.report_dir, f"{model}-{protocol}-c{concurrency}" + (f"-r{repeat}" if repeat else "")
+                             + ("-locust" if self.engine == "locust" else ""),
                              result.to_dict())
             self._cache[key] = (load_result(read_raw(path)), path)
         return self._cache[key]

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from harness.load import ClientSpec, run_load
+from harness.load import ClientSpec
 from harness.load.batching import (TWIN_SUFFIX, batch_profile, config_verdicts, default_gain_min, judge_batches,
                                    judge_gain, load_concurrency)
 from harness.load.benchjson import record, summary
@@ -113,7 +113,7 @@ def test_concurrency_sweep(benchmark, bench, model):
     if bound:
         spec = ClientSpec(bench.option("--batching-protocol"), bench.url(bench.option("--batching-protocol")),
                           bench.payload(model))
-        best, tried = search_latency_bound(spec, bench.settings(1), bound, max_concurrency=top * 4)
+        best, tried = search_latency_bound(spec, bench.settings(1), bound, max_concurrency=top * 4, run=bench.run)
         extra["latency_bound"] = {"p99_bound_ms": bound, "best": summary(best) if best else None,
                                   "tried": [summary(r) for r in tried]}
     plot = plot_sweep({model: points}, bench.report_dir / f"sweep-{model}.png", f"{model}: throughput vs p95")
@@ -155,10 +155,10 @@ def test_harness_overhead(benchmark, bench):
     """The echo model and a do-nothing client bound what this harness can measure at all."""
     concurrency = max([r.settings["concurrency"] for r in bench.measured()] or [8])
     echo, raw = bench.measure(NULL_MODEL, concurrency)
-    engine = run_load(ClientSpec("null", ""), bench.settings(concurrency))
+    engine = bench.run(ClientSpec("null", ""), bench.settings(concurrency))
     models = [r for r in bench.measured() if r.model != NULL_MODEL]
     best = max(models, key=lambda r: r.throughput, default=None)
-    record(benchmark, echo, engine_ceiling=round(engine.throughput, 1), raw=str(raw),
+    record(benchmark, echo, engine_ceiling=round(engine.throughput, 1), raw=str(raw), load_engine=echo.engine,
            best_model=summary(best) if best else None)
     assert echo.errors == 0, f"the echo model failed: {echo.error_messages}"
     if best is not None:
