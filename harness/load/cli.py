@@ -36,6 +36,34 @@ def _payload(config, repository: Path | None):
     return payload_from_config(config, sizer=Sizer(configs, repository))
 
 
+def _cpus(text: str) -> set[int]:
+    cpus = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def pin(server_pid: int, server_cpus: set[int], client_cpus: set[int]) -> int:
+    """--pin: every thread of the server's process group (tritonserver and its Python backend stubs) on
+    `server_cpus`, this process (and so every load process it starts) on `client_cpus`, so that on a
+    small host the engines are compared on what they measure, not on the cores they take from the server."""
+    threads = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != server_pid:
+                continue
+            for task in (entry / "task").iterdir():
+                os.sched_setaffinity(int(task.name), server_cpus)
+                threads += 1
+        except (OSError, IndexError, ValueError):
+            pass
+    os.sched_setaffinity(0, client_cpus)
+    return threads
+
+
 class Target:
     """The server under load: one the user runs (--triton-url), or the embedded one on a scratch copy of
     --repo ("reference": the reference repository built for this machine), always with the echo model."""
@@ -73,6 +101,10 @@ class Target:
         self.server = create_server("process", ServerSettings(repository=self.repository, load_models=models,
                                                               startup_timeout=args.startup_timeout)).start()
         self.http, self.grpc = self.server.endpoints.http, self.server.endpoints.grpc
+        if args.pin:
+            server_cpus, _, client_cpus = args.pin.partition(":")
+            threads = pin(self.server.process.pid, _cpus(server_cpus), _cpus(client_cpus))
+            print(f"[yts load] pinned: server ({threads} threads) on CPUs {server_cpus}, load processes on {client_cpus}")
 
     def config(self, model: str):
         if self.repository is not None:
@@ -217,6 +249,9 @@ def register(subparsers) -> None:
     where.add_argument("--protocol", default="grpc", choices=("grpc", "http", "null"),
                        help="null: no request at all, the engine's own ceiling")
     where.add_argument("--startup-timeout", type=float, default=180.0)
+    where.add_argument("--pin", default=None, metavar="SERVER_CPUS:CLIENT_CPUS",
+                       help="embedded server only: pin the server's threads and the load processes to separate CPUs, "
+                            "e.g. 0:1 (Linux)")
     engine = parser.add_argument_group("engine")
     engine.add_argument("--engine", default="locust", choices=("locust", "native", "both"),
                         help="both: native then Locust at the same settings, --repeat times, and their ratios")
