@@ -168,18 +168,25 @@ def _row(result) -> dict:
 
 
 def compare(results) -> dict:
-    """Best-of per engine (the host is shared: a passing disturbance should not decide) and the ratios."""
-    best = {}
-    for result in results:
-        name = result.engine.get("name")
-        if name not in best or result.throughput > best[name].throughput:
-            best[name] = result
-    if set(best) != {"native", "locust"}:
+    """Locust over native, per round (the rounds alternate native, Locust, so each pair shares the host's
+    weather) and the median over rounds; the best of each engine too. A shared host drifts: read the
+    per-round ratios, not only the best."""
+    import statistics
+
+    native = [r for r in results if r.engine.get("name") == "native"]
+    locust = [r for r in results if r.engine.get("name") == "locust"]
+    if not native or not locust:
         return {}
-    native, locust = best["native"], best["locust"]
-    return {"throughput_ratio": round(locust.throughput / native.throughput, 4) if native.throughput else None,
-            "p50_ratio": round(locust.latency_ms["p50"] / native.latency_ms["p50"], 4) if native.latency_ms["p50"] else None,
-            "p99_ratio": round(locust.latency_ms["p99"] / native.latency_ms["p99"], 4) if native.latency_ms["p99"] else None}
+
+    def ratios(a, b) -> dict:
+        return {"throughput": round(b.throughput / a.throughput, 4) if a.throughput else None,
+                "p50": round(b.latency_ms["p50"] / a.latency_ms["p50"], 4) if a.latency_ms["p50"] else None,
+                "p99": round(b.latency_ms["p99"] / a.latency_ms["p99"], 4) if a.latency_ms["p99"] else None}
+
+    rounds = [ratios(a, b) for a, b in zip(native, locust)]
+    median = {key: round(statistics.median(r[key] for r in rounds if r[key] is not None), 4) for key in rounds[0]}
+    best = ratios(max(native, key=lambda r: r.throughput), max(locust, key=lambda r: r.throughput))
+    return {"rounds": rounds, "median": median, "best_of_each": best}
 
 
 def run(args) -> int:
@@ -216,8 +223,11 @@ def run(args) -> int:
                     print("  errors: " + "; ".join(result.error_messages))
         comparison = compare(results)
         if comparison:
-            print(f"[yts load] locust / native (best of each): throughput {comparison['throughput_ratio']:.3f}, "
-                  f"p50 {comparison['p50_ratio']:.3f}, p99 {comparison['p99_ratio']:.3f}")
+            for i, r in enumerate(comparison["rounds"], 1):
+                print(f"[yts load] round {i} locust / native: throughput {r['throughput']:.3f}, p50 {r['p50']:.3f}, "
+                      f"p99 {r['p99']:.3f}")
+            m = comparison["median"]
+            print(f"[yts load] median over rounds: throughput {m['throughput']:.3f}, p50 {m['p50']:.3f}, p99 {m['p99']:.3f}")
         if args.out:
             out = Path(args.out)
             out.parent.mkdir(parents=True, exist_ok=True)
