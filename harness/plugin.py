@@ -53,7 +53,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    cleanup.install_handlers()
+    cleanup.install_handlers(interrupt=True)  # SIGTERM/SIGHUP interrupt the run as Ctrl-C does
     swept = cleanup.sweep()
     if swept:
         config.stash[_SWEPT] = swept
@@ -62,26 +62,58 @@ def pytest_configure(config: pytest.Config) -> None:
         manifest_for(config)  # a wrong declaration is a usage error before anything runs
     report_dir = config.getoption("--report-dir")
     if report_dir is not None:
+        from harness.report import gate, html  # noqa: F401  (now: an interrupted run has no time to import at its end)
         from harness.report.collector import ReportCollector
 
         collector = ReportCollector(report_dir)
         config.stash[COLLECTOR] = collector
         config.pluginmanager.register(collector, "yts-report")
+        config.stash[_DEADLINE_REPORT] = lambda: _deadline_report(config)
+        cleanup.on_deadline(config.stash[_DEADLINE_REPORT])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _DEADLINE_REPORT in config.stash:  # (in-process pytester runs configure many times)
+        cleanup.forget_deadline(config.stash[_DEADLINE_REPORT])
 
 
 _SWEPT = pytest.StashKey[list]()
 COLLECTOR = pytest.StashKey["ReportCollector"]()
 _VERDICT = pytest.StashKey[str]()
 _MANIFEST = pytest.StashKey["Manifest"]()
+_DEADLINE_REPORT = pytest.StashKey[object]()
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """After the collector wrote report.json: judge it, render the HTML, and let the verdict decide
-    the exit status when a certification profile was asked for."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo) -> None:
+    """However the run was interrupted, it now has a deadline (cleanup.DEADLINE_S) and its servers a
+    short grace; the collector records which test was cut off."""
+    cleanup.note_interrupt("KeyboardInterrupt")
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
+    """Around the session's teardown (and junitxml's writing), inside the terminal reporter's summary:
+    then write report.json, judge it, render the HTML, and let the verdict decide the exit status when a
+    certification profile was asked for (an interrupted run keeps pytest's 2). After an interrupt a
+    fixture's teardown may fail (its server is gone): said in one line, it does not cost the report."""
     config = session.config
-    if COLLECTOR not in config.stash:
-        return
+    try:
+        return (yield)
+    except Exception as error:
+        if not cleanup.interrupted():
+            raise
+        say(config, f"[yts] teardown after the interrupt failed (ignored): {type(error).__name__}: {error}")
+        return None
+    finally:
+        if COLLECTOR in config.stash:
+            config.stash[COLLECTOR].finish(session.exitstatus)
+            certified = _judge_and_render(config)
+            if config.getoption("--certify-profile") and not certified and session.exitstatus == 0:
+                session.exitstatus = 1
+
+
+def _judge_and_render(config: pytest.Config) -> bool:
     from harness.report import gate, html
 
     report_dir = config.stash[COLLECTOR].report_dir
@@ -90,15 +122,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     line = verdict.line() if profile_name else f"(no --certify-profile) {verdict.line()}"
     html.render(report_dir, line)
     config.stash[_VERDICT] = line
-    if profile_name and not verdict.certified and session.exitstatus == 0:
-        session.exitstatus = 1
+    return verdict.certified
+
+
+def _deadline_report(config: pytest.Config) -> None:
+    """The interrupted run is about to be ended by the watchdog: leave the partial report it has."""
+    collector = config.stash[COLLECTOR]
+    collector.mark_interrupted(cleanup.interrupted() or "KeyboardInterrupt")
+    collector.write(complete=False, exitstatus=int(pytest.ExitCode.INTERRUPTED))
+    _judge_and_render(config)
+    try:  # --junitxml: what pytest's own writer would have written at session finish
+        from _pytest.junitxml import xml_key
+
+        if xml_key in config.stash:
+            config.stash[xml_key].pytest_sessionfinish()
+    except Exception:
+        pass
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if _VERDICT in config.stash:
         terminalreporter.write_sep("=", "certification")
         terminalreporter.write_line(config.stash[_VERDICT])
-        terminalreporter.write_line(f"report: {config.stash[COLLECTOR].report_dir / 'report.html'}")
+        html_path = config.stash[COLLECTOR].report_dir / "report.html"
+        if html_path.is_file():
+            terminalreporter.write_line(f"report: {html_path}")
 
 
 def report_environment(config: pytest.Config, **values) -> None:

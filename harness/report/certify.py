@@ -1,15 +1,29 @@
 """`yts certify`: any repository in, a report directory out (report.json, report.html, junit.xml) and
 an exit code from the certification gate. It is exactly `pytest suites --repo PATH --report-dir DIR
 --certify-profile NAME --junitxml DIR/junit.xml`, run in a subprocess so the harness's own process
-never holds a server."""
+never holds a server.
+
+Interrupted (Ctrl-C, SIGTERM, SIGHUP, `timeout`), it passes the signal on to pytest, which runs in a
+session of its own so that it gets exactly one: pytest finishes the interrupted session, writing a partial
+report marked incomplete, and stops its servers, within cleanup.DEADLINE_S; the CLI kills it at
+HARD_STOP_S if not. Its exit code is then 128 + the signal. It names only report files that exist, and
+renders report.html itself from the last report.json a run that died left behind."""
 
 from __future__ import annotations
 
+import ctypes
+import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from harness.paths import PROJECT_ROOT
+
+REPORT_FILES = ("report.json", "report.html", "junit.xml")
+HARD_STOP_S = 9.5  # after the first signal, the CLI kills a pytest that has not finished by then
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 SUITES = ("config", "protocol", "letterbox", "accuracy", "lifecycle", "batching")
 # certify's own options that go to pytest as they are (paths made absolute: pytest runs from the project)
@@ -38,10 +52,87 @@ def certify(args) -> int:
         print(f"yts certify: --repo {args.repo} is not a directory", file=sys.stderr)
         return 2
     command = pytest_command(args)
+    report_dir = Path(args.report_dir).resolve()
+    for name in REPORT_FILES:  # an earlier run's report is never presented as this one's
+        (report_dir / name).unlink(missing_ok=True)
     print("[yts certify] " + " ".join(command), flush=True)
-    status = subprocess.run(command, cwd=PROJECT_ROOT).returncode
-    print(f"[yts certify] report: {Path(args.report_dir).resolve() / 'report.html'}")
-    return status
+    status, signum = run_forwarding_signals(command)
+    return conclude(report_dir, args.profile, status, signum)
+
+
+def _interrupt_with_parent() -> None:
+    """In pytest before exec: if the CLI dies (even by SIGKILL), pytest is interrupted (SIGTERM) and still
+    writes its partial report and stops its servers."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def run_forwarding_signals(command: list[str]) -> tuple[int, int | None]:
+    """(pytest's return code, the first signal the CLI received or None)."""
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, start_new_session=True, preexec_fn=_interrupt_with_parent)
+    received: list[tuple[int, float]] = []
+
+    def forward(signum, frame):
+        if not received:
+            print(f"\n[yts certify] {signal.Signals(signum).name}: stopping the run, writing a partial report "
+                  f"(at most {HARD_STOP_S:.0f} s)", file=sys.stderr, flush=True)
+        received.append((signum, time.monotonic()))
+        try:
+            process.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
+    try:
+        while True:
+            try:
+                status = process.wait(timeout=0.25)
+                break
+            except subprocess.TimeoutExpired:
+                if received and time.monotonic() - received[0][1] > HARD_STOP_S:
+                    process.kill()
+                    status = process.wait()
+                    break
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if status < 0:  # pytest died outright (killed, out of memory): its servers died with it, not its stubs
+        from harness.servers import cleanup
+
+        cleanup.sweep()
+    return status, (received[0][0] if received else None)
+
+
+def conclude(report_dir: Path, profile: str, status: int, signum: int | None) -> int:
+    """Say honestly what happened and what was written; the exit code."""
+    from harness.report import gate, html
+
+    if signum is not None:
+        print(f"[yts certify] interrupted by {signal.Signals(signum).name}: pytest exited with {status}")
+    elif status < 0:
+        print(f"[yts certify] pytest died of {signal.Signals(-status).name}")
+    incomplete = False
+    report = report_dir / "report.json"
+    if report.is_file():
+        data = json.loads(report.read_text())
+        incomplete = data.get("complete") is False
+        line = gate.judge(data, gate.load_profile(profile)).line()
+        if not (report_dir / "report.html").is_file():  # the run died before rendering: render what it left
+            html.render(report_dir, line)
+        if not 0 <= status < 128:  # pytest did not finish its session, so did not print the verdict
+            print(line)
+    written = [name for name in REPORT_FILES if (report_dir / name).is_file()]
+    missing = [name for name in REPORT_FILES if name not in written]
+    if incomplete:
+        print("[yts certify] the run did not finish: the report is partial (marked incomplete)")
+    if "report.html" in written:
+        print(f"[yts certify] report: {report_dir / 'report.html'}")
+    print(f"[yts certify] written in {report_dir}: {', '.join(written) or 'nothing'}"
+          + (f"; not written: {', '.join(missing)}" if missing else ""))
+    if signum is not None:
+        return 128 + signum
+    if status < 0:
+        return 128 - status
+    return status or (1 if incomplete or "report.json" in missing else 0)
 
 
 def register(subparsers) -> None:

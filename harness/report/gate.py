@@ -1,11 +1,13 @@
 """Certification is judged from report.json alone, so any past run can be judged again under
-another profile: required checks (patterns in a profile file) must pass."""
+another profile: required checks (patterns in a profile file) must pass, and the run must have finished
+(an interrupted run's report is INCOMPLETE, never certified, and says what ran)."""
 
 from __future__ import annotations
 
 import fnmatch
 import json
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,9 +22,18 @@ class Verdict:
     # required checks this host could not run for want of an optional tool (harness.verdicts.NOT_TESTED_HERE):
     # listed with the way to install it, never blocking
     not_tested_here: list[dict] = field(default_factory=list)
+    # the run did not finish (report.json "complete": false): why, and how many checks ran with each verdict
+    incomplete: str | None = None
+    ran: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
         here = "".join(f"; {c['id']} {c['message'].splitlines()[0]}" for c in self.not_tested_here)
+        if self.incomplete:
+            parts = [f"{c['id']} ({c['verdict']}: {c['message'].splitlines()[0] if c['message'] else 'no message'})"
+                     for c in self.failing]
+            what_ran = ", ".join(f"{n} {verdict}" for verdict, n in self.ran.items()) or "nothing"
+            return (f"INCOMPLETE: {self.incomplete}; not certified. What ran: {what_ran}"
+                    + (f"; failing so far: {'; '.join(parts)}" if parts else "") + here)
         if self.certified:
             return "CERTIFIED: every required check passed" + here
         parts = [f"{c['id']} ({c['verdict']}: {c['message'].splitlines()[0] if c['message'] else 'no message'})"
@@ -55,4 +66,22 @@ def judge(report: dict | Path, profile: dict) -> Verdict:
     certified = bool(required) and not failing and not untested
     if not required:
         failing = [{"id": "(profile)", "verdict": "failed", "message": "no required check ran at all"}]
-    return Verdict(certified, failing, untested, here)
+    incomplete = _incomplete(report)
+    ran = dict(Counter(c["verdict"] for c in report["checks"]).most_common())
+    return Verdict(certified and incomplete is None, failing, untested, here, incomplete, ran)
+
+
+def _incomplete(report: dict) -> str | None:
+    """Why the run behind `report` did not finish, or None when it did (reports from before the field
+    existed were complete)."""
+    if report.get("complete", True):
+        return None
+    ran, collected = report.get("ran", len(report["checks"])), report.get("collected")
+    of = f"{ran} of {collected} tests" if collected is not None else f"{ran} tests"
+    interrupted = report.get("interrupted")
+    if interrupted:
+        during = f" (during {interrupted['during']})" if interrupted.get("during") else ""
+        return f"interrupted by {interrupted['by']} after {of}{during}"
+    if report.get("pytest_exit_status") is None:
+        return f"the run died after {of} (this is the last report it wrote while running)"
+    return f"the run stopped after {of} (pytest exit status {report['pytest_exit_status']})"

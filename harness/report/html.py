@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 STYLE = """body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:13px}th{background:#eee}
-.passed{color:#176f2c}.failed,.error{color:#b00020;font-weight:bold}.not-tested{color:#8a6d00}
+.passed{color:#176f2c}.failed,.error{color:#b00020;font-weight:bold}.not-tested{color:#8a6d00}.interrupted{color:#6a1b9a}
 .verdict{font-size:20px;padding:10px;border:2px solid}pre{white-space:pre-wrap;margin:0}img{max-width:100%}"""
 
 
@@ -35,7 +35,7 @@ def verdict_plot(checks: list[dict]) -> str:
     suites = sorted(counts)
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.4 * len(suites)))
     left = [0] * len(suites)
-    for verdict, colour in (("passed", "#2e7d32"), ("failed", "#c62828"), ("error", "#6a1b9a"), ("not tested", "#f9a825"), ("not applicable", "#9e9e9e")):
+    for verdict, colour in (("passed", "#2e7d32"), ("failed", "#c62828"), ("error", "#6a1b9a"), ("not tested", "#f9a825"), ("not applicable", "#9e9e9e"), ("interrupted", "#000000")):
         values = [counts[s][verdict] for s in suites]
         ax.barh(suites, values, left=left, color=colour, label=verdict)
         left = [a + b for a, b in zip(left, values)]
@@ -72,6 +72,10 @@ def render(report_dir: Path, verdict_line: str) -> Path:
            f"<style>{STYLE}</style></head><body><h1>yolo-triton-suite report</h1>"]
     colour = "#176f2c" if verdict_line.startswith("CERTIFIED") else "#b00020"
     out.append(f"<p class='verdict' id='verdict' style='border-color:{colour};color:{colour}'>{html.escape(verdict_line)}</p>")
+    if report.get("complete") is False:
+        of = f"{report.get('ran')} of {report.get('collected')}" if report.get("collected") is not None else str(report.get("ran"))
+        out.append(f"<p id='incomplete'><b>Partial report</b>: the run did not finish; {html.escape(of)} tests ran "
+                   "(below: what they found; tests that did not run are not listed).</p>")
     out.append("<h2>Environment</h2><table>" + "".join(
         f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in report["environment"].items()) + "</table>")
     out.append(f"<h2>Summary</h2><img id='verdict-plot' alt='verdicts per suite' src='{verdict_plot(checks)}'>")

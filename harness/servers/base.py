@@ -108,6 +108,10 @@ class TritonServer(abc.ABC):
         return None
 
     def start(self) -> TritonServer:
+        from harness.servers import cleanup
+
+        if cleanup.interrupted():  # a teardown restarting a server would only delay the stop
+            raise ServerStartError(f"the run was interrupted ({cleanup.interrupted()}): no new server is started")
         self.endpoints = self._launch()
         try:
             wait.ServerReady(self.settings.startup_timeout).wait_for(self)

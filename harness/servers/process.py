@@ -18,7 +18,8 @@ _PR_SET_PDEATHSIG = 1
 
 def _die_with_parent() -> None:
     """Runs in the child before exec: the kernel SIGKILLs the server when the harness dies,
-    even by SIGKILL, so no server can be orphaned by a crashed run."""
+    even by SIGKILL, so no server can be orphaned by a crashed run. (The server runs in a session of
+    its own: a Ctrl-C at the terminal reaches the harness, which stops it, not the server directly.)"""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -52,6 +53,7 @@ class ProcessServer(TritonServer):
                 stdin=subprocess.DEVNULL,
                 env=self.files.environment(),
                 preexec_fn=_die_with_parent,
+                start_new_session=True,
             )
         cleanup.record_pid(self.process.pid)
         return Endpoints(*(f"127.0.0.1:{port}" for port in ports))
@@ -65,14 +67,18 @@ class ProcessServer(TritonServer):
         return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> None:
+        """SIGTERM, up to 30 s for Triton to finish in-flight requests (FAST_GRACE_S when the run is
+        interrupted), then SIGKILL; whatever is left of its process group (stubs) goes too."""
         process, self.process = self.process, None
         if process is not None:
             if process.poll() is None:
                 process.terminate()
                 try:
-                    process.wait(timeout=30)
+                    process.wait(timeout=cleanup.stop_grace(self, 30.0))
                 except subprocess.TimeoutExpired:
+                    cleanup.kill_server_group(process.pid)
                     process.kill()
                     process.wait()
+            cleanup.kill_server_group(process.pid)
             cleanup.record_pid(process.pid, add=False)
         cleanup.untrack(self)

@@ -84,7 +84,9 @@ def deployment(pytestconfig, repository_source):
 def baseline(request):
     """Every test starts from the repository as copied, loaded and ready, and leaves it so."""
     yield
-    if "deployment" in request.fixturenames:
+    from harness.servers import cleanup
+
+    if "deployment" in request.fixturenames and not cleanup.interrupted():  # an interrupted run just stops
         request.getfixturevalue("deployment").restore()
 
 
