@@ -1,70 +1,9 @@
 #!/usr/bin/env bash
-# The GPU machine's side of benchmarks/gpu_run.py: a numpy-1.26 venv over the machine's torch Python,
-# the carried wheels and Triton server files, then the driver. Run from the repository root:
+# The GPU machine's side of benchmarks/gpu_run.py: benchmarks/gpu_env.sh (the venv, the carried wheels
+# and server files; its header says what .gpu/ must hold), then the driver. Run from the repository root:
 #   bash benchmarks/gpu_run.sh OUTDIR [gpu_run.py options]
-# Needs (carried, ignored paths; benchmarks/README.md says how to make them):
-#   .gpu/site.tar.xz      cp312 wheels unpacked: numpy==1.26.4 ml_dtypes==0.5.4 (the machine's is built for
-#                         numpy 2 only) tritonclient==2.73.0 python-rapidjson==1.25 pycocotools==2.0.11
-#                         onnxslim==0.1.98 pytest==9.0.1 (+ pluggy, iniconfig, packaging)
-#   .gpu/torchvision.tar.xz  torchvision==0.26.0 unpacked (nvJPEG), used when the machine has none
-#   .gpu/cudnn_fe.tar.xz  nvidia-cudnn-frontend==1.32.0's cudnn/ package (the fusion stage), optional
-#   .gpu/wrk.tar.xz       Debian's wrk binary and libluajit-5.1.so.2 (bin/, lib/), for the fidelity stage
-#   .gpu/fallback.tar.xz  grpcio==1.85.3 protobuf==6.33.6, unpacked only when the machine's are too old
-#                         for tritonclient's generated code
-#   .gpu/server.tar.xz    from nvidia-pytriton 0.7.0: pytriton/tritonserver/{bin,backends},
-#                         python_backend_stubs/3.12, nvidia_pytriton.libs minus libpython3*, an empty
-#                         pytriton/__init__.py
-# Why a venv: the Python backend stub returns empty tensors under numpy 2 (shared/PLATFORM.md) and embeds
-# the first python3 on PATH; ProcessServer puts sys.executable's folder first, so the driver runs as
-# $V/bin/python. The machine's python is itself a venv: a venv made from it sees only the base
-# interpreter's site-packages, so a .pth adds the torch venv's site-packages after ours (ours win).
 set -u
 OUT=${1:?usage: gpu_run.sh OUTDIR [options]}
 shift
-BASE=${YTS_BASE_PYTHON:-/opt/torch/.venv/bin/python3}
-V=${YTS_GPU_VENV:-/tmp/v}
 mkdir -p "$OUT"
-{
-  echo "== setup $(date -u +%FT%TZ)"
-  "$BASE" -m venv --without-pip --system-site-packages "$V" || exit 1
-  SP=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  "$BASE" -c 'import site; print("\n".join(site.getsitepackages()))' > "$SP/zz_base_site.pth"
-  # The wheels, unpacked (a wheel is a zip of site-packages; xz packs them 40 % smaller than pip's zips)
-  tar -xJf .gpu/site.tar.xz -C "$SP" || exit 1
-  if ! "$V/bin/python" -c 'import tritonclient.grpc, tritonclient.grpc.aio' 2>/dev/null; then
-    "$V/bin/python" -c 'import tritonclient.grpc' 2>&1 | tail -1
-    echo "tritonclient.grpc does not import with this machine's grpcio/protobuf: unpacking the carried ones"
-    tar -xJf .gpu/fallback.tar.xz -C "$SP" || exit 1
-  fi
-  if ! "$V/bin/python" -c 'import torchvision.io' 2>/dev/null && [ -f .gpu/torchvision.tar.xz ]; then
-    echo "no importable torchvision here: unpacking the carried torchvision 0.26.0 (nvJPEG decode)"
-    tar -xJf .gpu/torchvision.tar.xz -C "$SP" || exit 1
-  fi
-  if ! "$V/bin/python" -c 'import cv2' 2>/dev/null; then
-    echo "this machine's cv2 does not import beside numpy 1.26: installing benchmarks/cv2_fallback"
-    cp -r benchmarks/cv2_fallback/cv2 "$SP/cv2"
-  fi
-  tar -xJf .gpu/server.tar.xz -C "$SP" || exit 1
-  if [ -f .gpu/cudnn_fe.tar.xz ]; then tar -xJf .gpu/cudnn_fe.tar.xz -C "$SP" || exit 1; fi
-  if [ -f .gpu/wrk.tar.xz ]; then mkdir -p "$V/wrk" && tar -xJf .gpu/wrk.tar.xz -C "$V/wrk"; fi
-  # The stub needs the base interpreter's libpython; sysconfig's LIBDIR is what ServerFiles adds, this
-  # is a second guess beside the real executable, harmless when LIBDIR is right.
-  REAL=$(readlink -f "$("$BASE" -c 'import sys; print(sys._base_executable)')")
-  export LD_LIBRARY_PATH="$(dirname "$(dirname "$REAL")")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  "$V/bin/python" - <<'PY'
-import importlib
-for name in ("numpy", "torch", "torchvision", "pytest", "cv2", "onnx", "onnxruntime", "tritonclient.grpc", "pycocotools", "google.protobuf", "grpc"):
-    try:
-        module = importlib.import_module(name)
-        print(f"{name} {getattr(module, '__version__', 'ok')} {getattr(module, '__file__', '')}")
-    except Exception as error:
-        print(f"{name} NOT IMPORTABLE: {type(error).__name__}: {error}")
-PY
-  echo "== driver $(date -u +%FT%TZ)"
-} 2>&1 | tee "$OUT/setup.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
-REAL=$(readlink -f "$("$BASE" -c 'import sys; print(sys._base_executable)')")
-export LD_LIBRARY_PATH="$(dirname "$(dirname "$REAL")")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-[ -d "$V/wrk" ] && export PATH="$V/wrk/bin:$PATH" LD_LIBRARY_PATH="$V/wrk/lib:$LD_LIBRARY_PATH"
-export PYTHONUNBUFFERED=1 YTS_CACHE=${YTS_CACHE:-/tmp/yts-cache}
-exec "$V/bin/python" benchmarks/gpu_run.py --out "$OUT" "$@"
+YTS_GPU_SETUP_LOG="$OUT/setup.log" exec bash "$(dirname "$0")/gpu_env.sh" python benchmarks/gpu_run.py --out "$OUT" "$@"

@@ -207,16 +207,34 @@ def test_compile_mode_is_checked_before_anything_compiles(fp32_engine):
 
 @needs_cuda
 def test_compiled_plan_replays_as_a_cuda_graph(fp32_engine):
-    """torch.compile'd plans under our CUDA graphs: the same answer as the eager plan, within FP16."""
+    """torch.compile'd plans under our CUDA graphs add no error beyond FP16's own. The inputs are two
+    evaluation images (real pixels, not noise: a random tensor drives the net out of distribution, where
+    two FP16 kernel orders once differed by 1.0 on 2 of 42,000 elements), and the bound is measured in
+    the same run: the compiled plan's distance to the FP32 answer may be at most twice the eager FP16
+    plan's, plus one FP16 step at the largest box coordinate (320 px: 0.25)."""
     from harness.engines.torch_engine import TorchEngine
 
     path, _ = fp32_engine
     eager = TorchEngine(path, precision="fp16")
+    exact = TorchEngine(path, precision="fp32")
     compiled = TorchEngine(path, precision="fp16", compile_mode="default")
     assert compiled.capture([2], (320, 320)) == [2]
-    x = torch.rand(2, 3, 320, 320, device="cuda", dtype=torch.float16)
-    reference = eager.plan(tuple(x.shape)).run(eager._layout(x)).float()
-    torch.testing.assert_close(compiled.forward(x), reference, rtol=1e-2, atol=0.25)
+    batch, _ = LETTERBOX.batch([_rgb(p) for p in EVAL_IMAGES[:2]], 320)
+    x = torch.from_numpy(batch).cuda()
+    fp32 = exact.plan(tuple(x.shape)).run(exact._layout(x)).float()
+    x16 = x.half()
+    eager_error = (eager.plan(tuple(x16.shape)).run(eager._layout(x16)).float() - fp32).abs()
+    compiled_error = (compiled.forward(x16).float() - fp32).abs()
+    bound = 2 * eager_error.max().item() + 0.25
+    assert compiled_error.max().item() <= bound, (
+        f"compiled FP16 is {compiled_error.max().item():.3f} from FP32, eager FP16 {eager_error.max().item():.3f} "
+        f"(bound {bound:.3f})")
+
+
+def _rgb(path: Path) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(path).convert("RGB"))
 
 
 @needs_cuda

@@ -1,0 +1,85 @@
+"""Where yolo_e2e's GPU answers part from the FP32 reference: the decoder, the device letterbox or the
+FP16 engine. On the evaluation images, each variant's detections are matched against the reference
+pipeline's (PIL decode, CPU letterbox, ONNX Runtime FP32) with the accuracy suite's box report:
+
+    decode+letterbox+fp16   what yolo_e2e runs (nvJPEG, device letterbox, the FP16 engine)
+    decode+letterbox+fp32   the same device pre-processing, FP32 engine: pre-processing alone
+    engine fp16             PIL decode and CPU letterbox, FP16 engine on the GPU: the engine alone
+
+plus the pixel difference between nvJPEG and PIL decodes. Run on a GPU host (benchmarks/gpu_env.sh):
+    python benchmarks/decode_probe.py --out OUT.json"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from harness.accuracy.boxes import BoxReport
+from harness.engines.artifacts import EVAL_SET, ArtifactCache, VariantSpec
+from harness.engines.torch_engine import TorchEngine
+from harness.reference.build import source_model
+from harness.vision.gpu.image import decode_images
+from harness.vision.gpu.pipeline import DevicePipeline
+from harness.vision.image import decode_image_bytes
+from harness.vision.pipeline import DetectionPipeline, Job, LocalPipeline
+
+IMGSZ, CONF, IOU, MAX_DET = 640, 0.25, 0.7, 300
+
+
+class EnginePipeline(DetectionPipeline):
+    """The reference pre/post-processing around a harness engine."""
+
+    def __init__(self, engine):
+        super().__init__(imgsz=IMGSZ, conf=CONF, iou=IOU, max_det=MAX_DET)
+        self.engine, self.input_name = engine, engine._signature.inputs[0].name
+
+    def __call__(self, blobs):
+        batch, metas = self.preprocess(blobs)
+        raw = next(iter(self.engine.infer({self.input_name: batch}).values()))
+        return self.postprocess(raw, metas)
+
+
+def rows(detections, num, index) -> np.ndarray:
+    return np.asarray(detections[index][: int(np.asarray(num[index]).reshape(-1)[0])], dtype=np.float64)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--images", type=int, default=100)
+    args = parser.parse_args()
+    onnx = ArtifactCache(source=source_model()).build(VariantSpec("fp32", imgsz=IMGSZ)).path
+    blobs = [p.read_bytes() for p in sorted((EVAL_SET / "images").rglob("*.jpg"))[: args.images]]
+    reference = LocalPipeline(onnx, IMGSZ, CONF, IOU, MAX_DET)
+    variants = {
+        "decode+letterbox+fp16": DevicePipeline(TorchEngine(onnx, precision="fp16"), IMGSZ, 8, MAX_DET),
+        "decode+letterbox+fp32": DevicePipeline(TorchEngine(onnx, precision="fp32"), IMGSZ, 8, MAX_DET),
+        "engine fp16": EnginePipeline(TorchEngine(onnx, precision="fp16")),
+    }
+    reports = {name: BoxReport() for name in variants}
+    pixel = []
+    for start in range(0, len(blobs), 8):
+        chunk = blobs[start: start + 8]
+        want = reference(chunk)
+        for name, pipeline in variants.items():
+            got = pipeline.detect([Job(chunk, CONF, IOU, MAX_DET)])[0] if isinstance(pipeline, DevicePipeline) \
+                else pipeline(chunk)
+            for k in range(len(chunk)):
+                reports[name].add(start + k, rows(*want, k), rows(got[0], got[1], k), 0.5)
+        for blob, gpu in zip(chunk, decode_images(chunk, "cuda")):
+            diff = np.abs(gpu.permute(1, 2, 0).cpu().numpy().astype(np.int16) - decode_image_bytes(blob).astype(np.int16))
+            pixel.append((int(diff.max()), float(diff.mean()), float((diff > 2).mean())))
+    result = {"images": len(blobs), "gpu": torch.cuda.get_device_name(),
+              "pixels_nvjpeg_vs_pil": {"max": max(p[0] for p in pixel), "mean": float(np.mean([p[1] for p in pixel])),
+                                       "share_over_2_levels": float(np.mean([p[2] for p in pixel]))},
+              "vs_fp32_reference": {name: report.summary() for name, report in reports.items()}}
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
