@@ -77,17 +77,25 @@ class EndToEndCandidate:
 
     name: str
     precision: str
-    detector: object  # a LocalPipeline or a ServedEndToEndModel
+    detector: object  # a LocalPipeline or a served model's client (harness.vision.served.EndToEndClient)
     conf: float
     origin: str = "local"
     artifact: object = None
     kind: str = field(default="e2e", init=False)
 
     def detect(self, encoded: bytes) -> np.ndarray:
+        return self.detect_answer(encoded)[0]
+
+    def detect_answer(self, encoded: bytes) -> tuple[np.ndarray, object]:
+        """(rows, the served model's answer as given, or None): kept so the boxes can be decoded again
+        under another box format when they do not match (harness.accuracy.box_mixups)."""
         if isinstance(self.detector, LocalPipeline):
             detections, num = self.detector([encoded])
-            return detections[0, : int(num[0])]
-        return self.detector.detect(encoded)
+            return detections[0, : int(num[0])], None
+        if hasattr(self.detector, "answer"):
+            answer = self.detector.answer(encoded)
+            return self.detector.decode(answer), answer
+        return self.detector.detect(encoded), None
 
 
 def pipeline_candidate(name: str, model_path, config: PreprocessConfig, *, imgsz: int, conf: float, iou: float,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.accuracy import box_mixups
 from harness.accuracy import boxes as boxes_module
 from harness.accuracy import gates, slices, tensors
 from harness.accuracy.evalset import EvalSet
@@ -38,6 +39,17 @@ def box_level(reference: Run, candidate: Run, profile: Profile, judge_as: str) -
     for image_id in ref:
         report.add(image_id, ref[image_id], cand.get(image_id, np.zeros((0, 6))), thresholds["match_iou"])
     return report, report.failures(thresholds)
+
+
+def mixups(reference: Run, candidate: Run, detector, evalset: EvalSet, profile: Profile, judge_as: str) -> list[str]:
+    """For a served end-to-end candidate whose boxes failed: the box-format or unit mix-up that explains
+    it (harness.accuracy.box_mixups), as failure lines; none when none does or the answers were not kept."""
+    if not candidate.answers or not hasattr(detector, "decode") or getattr(detector, "layout", None) is None:
+        return []
+    conf = max(profile.eval["conf"], candidate.conf)
+    sizes = {i["id"]: (int(i["height"]), int(i["width"])) for i in evalset.coco["images"] if "height" in i}
+    return box_mixups.hints(reference.at(conf), candidate.answers, detector.decode, detector.layout.output, sizes, conf,
+                            profile.section("boxes", judge_as)["match_iou"], detector.model.name)
 
 
 def map_level(reference: Run, candidate: Run, evalset: EvalSet, profile: Profile, judge_as: str) -> tuple[dict, dict | None, list[str]]:

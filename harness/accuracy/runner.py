@@ -23,6 +23,7 @@ class Run:
     conf: float  # detections below it were never produced
     detections: dict[int, np.ndarray] = field(default_factory=dict)  # image id -> rows [k, 6]
     raw: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    answers: dict[int, object] = field(default_factory=dict)  # a served end-to-end model's answers, as given
     seconds: float = 0.0
 
     def at(self, conf: float) -> dict[int, np.ndarray]:
@@ -45,7 +46,10 @@ def run(candidate: RawCandidate | EndToEndCandidate, evalset: EvalSet, *, imgsz:
     if isinstance(candidate, EndToEndCandidate):
         out = Run(candidate.name, candidate.precision, "e2e", candidate.conf)
         for image in evalset.images:
-            out.detections[image.id] = np.asarray(candidate.detect(image.encoded()), dtype=np.float32).reshape(-1, 6)
+            rows, answer = candidate.detect_answer(image.encoded())
+            out.detections[image.id] = np.asarray(rows, dtype=np.float32).reshape(-1, 6)
+            if answer is not None:
+                out.answers[image.id] = answer
     else:
         out = Run(candidate.name, candidate.precision, "raw", conf)
         pipeline = DetectionPipeline(imgsz=imgsz, conf=conf, iou=iou, max_det=max_det)

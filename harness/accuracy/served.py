@@ -1,5 +1,7 @@
-"""Served models as accuracy candidates: the repository's config.pbtxt says which models take tensors
-(FP32 [3, H, W]) and which take encoded images (TYPE_STRING), and the client speaks to each accordingly."""
+"""Served models as accuracy candidates: each model's layout (harness.repository.layouts: all its inputs
+and outputs, and what its owner declared) says which are raw detectors (tensors in, [4 + nc, anchors] out)
+and which are end-to-end (images in any form, detections in any layout out), and the client speaks to
+each accordingly (harness.vision.served.EndToEndClient for every end-to-end layout)."""
 
 from __future__ import annotations
 
@@ -8,33 +10,33 @@ from pathlib import Path
 import numpy as np
 
 from harness.repository.config import read_config
-
-RAW, E2E = "raw", "e2e"
+from harness.repository.layouts import ROLE_E2E as E2E
+from harness.repository.layouts import ROLE_RAW as RAW
+from harness.repository.layouts import Layout, read_layout
 
 
 def served_models(repository: Path, manifest=None) -> list[tuple[str, str]]:
-    """(name, raw|e2e) of every model in the repository with an image or image-tensor input; a role the
-    owner declared (harness.repository.manifest) wins, and models declared skip are left out."""
+    """(name, raw|e2e) of every model in the repository whose layout has a role; a role the owner declared
+    (harness.repository.manifest) wins, and models declared skip are left out."""
     out = []
     for model_dir in sorted(p for p in Path(repository).iterdir() if (p / "config.pbtxt").exists()):
         declared = manifest.role(model_dir.name) if manifest is not None else None
-        kind = declared if declared in (RAW, E2E) else None if declared == "skip" else model_kind(read_config(model_dir))
+        kind = declared if declared in (RAW, E2E) else None if declared == "skip" else \
+            model_layout(read_config(model_dir), manifest, model_dir.name).role
         if kind:
             out.append((model_dir.name, kind))
     return out
 
 
-def model_kind(config) -> str | None:
-    from tritonclient.grpc import model_config_pb2 as pb  # noqa: PLC0415
+def model_layout(config, manifest=None, name: str | None = None) -> Layout:
+    """The model's layout, with the owner's [layout.NAME] declaration when the manifest has one."""
+    name = name or config.name
+    return read_layout(config, manifest.layout(name) if manifest is not None else None, name)
 
-    if not config.input:
-        return None
-    first = config.input[0]
-    if first.data_type == pb.TYPE_STRING and any(o.name == "detections" for o in config.output):
-        return E2E
-    if first.data_type == pb.TYPE_FP32 and len(first.dims) >= 3 and first.dims[-3] == 3:
-        return RAW
-    return None
+
+def model_kind(config, manifest=None) -> str | None:
+    """raw | e2e | None: the role of the model's layout."""
+    return model_layout(config, manifest).role
 
 
 def _latest_onnx(model_dir: Path) -> Path | None:
@@ -62,21 +64,38 @@ def model_artifact(repository: Path, name: str) -> Path | None:
     return None
 
 
-def served_precision(config, manifest, name: str, from_artifact: str) -> str:
+def served_precision(config, manifest, name: str, from_artifact: str, repository: Path | None = None) -> str:
     """What a served model computes in, so the gates for that precision judge it: the owner's
     declaration (manifest `[precision]`, `--precision NAME=fp16`), else the config's `precision`
-    parameter (the reference GPU build runs FP16 from an FP32 ONNX file), else its ONNX file's weights."""
+    parameter (the reference GPU build runs FP16 from an FP32 ONNX file) — for an ensemble, the lowest
+    its steps declare — else its ONNX file's weights."""
     declared = manifest.precision(name) if manifest is not None else None
     if declared:
         return declared
-    parameter = config.parameters["precision"].string_value.lower() if "precision" in config.parameters else ""
-    if parameter in ("fp32", "fp16", "int8"):
-        return parameter
-    return from_artifact
+    parameter = _precision_parameter(config, repository)
+    return parameter or from_artifact
 
 
-def e2e_thresholds(config, defaults: dict) -> dict:
-    """conf / iou / max_det as the model's config parameters state them, else the defaults."""
+def _precision_parameter(config, repository: Path | None, seen: frozenset = frozenset()) -> str | None:
+    order = ("int8", "fp16", "fp32")
+    found = []
+    value = config.parameters["precision"].string_value.lower() if "precision" in config.parameters else ""
+    if value in order:
+        found.append(value)
+    if repository is not None:
+        for step in config.ensemble_scheduling.step:
+            step_dir = Path(repository) / step.model_name
+            if step.model_name in seen or not (step_dir / "config.pbtxt").is_file():
+                continue
+            step_value = _precision_parameter(read_config(step_dir), repository, seen | {config.name})
+            if step_value:
+                found.append(step_value)
+    return min(found, key=order.index) if found else None
+
+
+def e2e_thresholds(config, defaults: dict, layout: Layout | None = None) -> dict:
+    """conf / iou / max_det as the model's config parameters state them, else the defaults; max_det is
+    the detections output's rows (or NMS boxes) when the config fixes them."""
     out = dict(defaults)
     aliases = {"conf": ("conf", "conf_threshold", "score_threshold"), "iou": ("iou", "iou_threshold", "nms_iou"),
                "max_det": ("max_det", "max_detections")}
@@ -86,10 +105,9 @@ def e2e_thresholds(config, defaults: dict) -> dict:
                 value = config.parameters[name].string_value
                 out[key] = int(value) if key == "max_det" else float(value)
                 break
-    if config.output:
-        for output in config.output:
-            if output.name == "detections" and len(output.dims) >= 2 and output.dims[-2] > 0:
-                out["max_det"] = int(output.dims[-2])
+    layout = layout or read_layout(config)
+    if layout.output is not None and layout.output.max_det:
+        out["max_det"] = int(layout.output.max_det)
     return out
 
 
@@ -119,27 +137,13 @@ class ServedRawModel:
         return {name: np.concatenate(values) for name, values in results.items()}
 
 
-class ServedEndToEndModel:
-    """detect(encoded) -> rows [k, 6] from `detections` [max_det, 6] + `num_detections`."""
+def ServedEndToEndModel(client, config, manifest=None):  # noqa: N802 (kept: the accuracy suite's name for it)
+    """detect(encoded) -> rows [k, 6] in source pixels, for an end-to-end model of any layout: the one
+    client of harness.vision.served, built from the model's layout."""
+    from harness.vision.served import EndToEndClient, end_to_end_model
 
-    def __init__(self, client, config):
-        self.client, self.config = client, config
-        self.name = config.name
-        self.input_name = config.input[0].name
-        names = [o.name for o in config.output]
-        self.detections = "detections" if "detections" in names else names[0]
-        self.count = "num_detections" if "num_detections" in names else (names[1] if len(names) > 1 else None)
-
-    def detect(self, encoded: bytes) -> np.ndarray:
-        import tritonclient.http as httpclient  # noqa: PLC0415
-
-        dims = [int(d) for d in self.config.input[0].dims] or [1]
-        shape = ([1] if self.config.max_batch_size > 0 else []) + [1 if d < 0 else d for d in dims]
-        data = np.array([encoded], dtype=np.object_).reshape(shape)
-        infer_input = httpclient.InferInput(self.input_name, shape, "BYTES")
-        infer_input.set_data_from_numpy(data, binary_data=True)
-        response = self.client.infer(self.name, [infer_input])
-        rows = np.asarray(response.as_numpy(self.detections), dtype=np.float32).reshape(-1, 6)
-        if self.count is not None:
-            rows = rows[: int(np.asarray(response.as_numpy(self.count)).reshape(-1)[0])]
-        return rows[rows[:, 5] >= 0]
+    model = end_to_end_model(config, manifest=manifest)
+    if model is None:
+        layout = model_layout(config, manifest)
+        raise ValueError(f"{config.name} is not an end-to-end model: {layout.why_no_role()}")
+    return EndToEndClient(client, model)

@@ -1,7 +1,10 @@
 """Which served model plays which part, read from the server's own metadata and config: a tensor
-model (one numeric input, e.g. yolo_raw [N,3,640,640] FP32) or an image model (one BYTES input of
-encoded images, e.g. yolo_e2e, yolo_ensemble). Checks are written against these views, so they run on
-any repository, and good inputs of the right shape come from here too.
+model (a numeric image input: yolo_raw [N,3,640,640] FP32, UINT8 [H,W,3] pixels) or an image model (an
+input of encoded images: TYPE_STRING bytes or their base64, UINT8 [-1] file bytes; yolo_e2e,
+yolo_ensemble). Which input that is, and whether the model returns detections, is its layout
+(harness.repository.layouts: all inputs and outputs of the served config, and the owner's [layout.NAME]);
+a model without a config to read falls back to its one input's datatype. Checks are written against
+these views, so they run on any repository, and good inputs of the right shape and encoding come from here too.
 
 A tensor input's -1 dims are filled by harness.repository.sizing (the ONNX graph, the ensemble step
 that feeds it, declared imgsz, a small default), and every request built here is held to its byte
@@ -9,6 +12,7 @@ bound: one that would exceed it raises RequestTooLarge, a "not applicable" skip 
 
 from __future__ import annotations
 
+import base64
 import io
 from dataclasses import dataclass
 
@@ -17,6 +21,7 @@ import requests
 
 from harness.protocol.wire import Request, Tensor, bytes_tensor
 from harness.repository import sizing
+from harness.repository.layouts import BASE64, DETECTIONS, ENCODED, Layout, read_layout
 from harness.repository.sizing import RequestTooLarge
 
 __all__ = ["ModelView", "Port", "RequestTooLarge", "discover", "good_array", "image_request", "sample_image"]
@@ -38,9 +43,13 @@ class ModelView:
     max_batch_size: int
     platform: str
     size: sizing.InputSize | None = None  # the input's concrete dims (batch excluded), where they came from
+    layout: Layout | None = None  # from the served config (and the manifest): which input, which outputs
 
     @property
     def role(self) -> str | None:
+        """"image" (encoded images in), "tensor" (numbers in: tensors, pixels) or None (several inputs)."""
+        if self.layout is not None and self.layout.input is not None:
+            return "image" if self.layout.input.kind in (ENCODED, BASE64) else "tensor"
         if len(self.inputs) != 1:
             return None
         if self.inputs[0].datatype == "BYTES":
@@ -51,13 +60,25 @@ class ModelView:
 
     @property
     def detects(self) -> bool:
-        """Returns detection rows ([.., max_det, 6]): the model the detection thresholds are for (not a
-        preprocessing step that also takes image bytes)."""
+        """Returns detections (rows [.., max_det, 6], NMS-inside outputs, declared JSON): the model the
+        detection thresholds are for (not a preprocessing step that also takes image bytes)."""
+        if self.layout is not None and self.layout.output is not None:
+            return self.layout.output.kind in DETECTIONS
         return any(len(p.shape) >= 2 and p.shape[-1] == 6 for p in self.outputs)
 
     @property
     def input(self) -> Port:
+        if self.layout is not None and self.layout.input is not None:
+            return next((p for p in self.inputs if p.name == self.layout.input.name), self.inputs[0])
         return self.inputs[0]
+
+    def encode(self, item: bytes):
+        """One encoded image as this model's input takes it: the bytes, their base64, or (UINT8) the bytes as numbers."""
+        if self.layout is not None and self.layout.input is not None and self.layout.input.kind == BASE64:
+            return base64.b64encode(item)
+        if self.input.datatype == "UINT8":
+            return np.frombuffer(item, dtype=np.uint8)
+        return item
 
     @property
     def batched(self) -> bool:
@@ -127,7 +148,10 @@ def good_array(view: ModelView, batch: int = 1, seed: int = 0, json: bool = Fals
     if view.input.datatype != "BYTES":
         view.check_size(shape, json=json)
     if view.role == "image":
-        items = [sample_image(seed + i) for i in range(int(np.prod(shape)))]
+        if view.input.datatype == "UINT8":  # file bytes as numbers: every item the same length, so one image
+            data = view.encode(sample_image(seed))
+            return np.broadcast_to(data, tuple(shape[:-1]) + (len(data),)).copy()
+        items = [view.encode(sample_image(seed + i)) for i in range(int(np.prod(shape)))]
         return np.array(items, dtype=np.object_).reshape(shape)
     rng = np.random.default_rng(seed)
     dtype = {"FP32": np.float32, "FP16": np.float16, "UINT8": np.uint8}[view.input.datatype]
@@ -136,10 +160,12 @@ def good_array(view: ModelView, batch: int = 1, seed: int = 0, json: bool = Fals
     return rng.random(shape).astype(dtype)
 
 
-def discover(http_endpoint: str, timeout: float = 10.0, repository=None, imgsz: int | None = None) -> list[ModelView]:
-    """Every READY model version the server serves, as views (metadata + max_batch_size from config),
-    each tensor input sized by harness.repository.sizing from the served configs (ensembles included),
-    the ONNX graphs in `repository` when given, and a declared `imgsz`."""
+def discover(http_endpoint: str, timeout: float = 10.0, repository=None, imgsz: int | None = None,
+             manifest=None) -> list[ModelView]:
+    """Every READY model version the server serves, as views (metadata + max_batch_size from config, the
+    layout from the served config and `manifest`'s [layout.NAME]), each tensor input sized by
+    harness.repository.sizing from the served configs (ensembles included), the ONNX graphs in
+    `repository` when given, and a declared `imgsz`."""
     from harness.repository.config import from_json
 
     base = f"http://{http_endpoint}"
@@ -159,21 +185,32 @@ def discover(http_endpoint: str, timeout: float = 10.0, repository=None, imgsz: 
     for name, meta in metas.items():
         ports = lambda items: tuple(Port(p["name"], p["datatype"], tuple(int(d) for d in p["shape"])) for p in items)
         inputs = ports(meta.get("inputs", []))
+        layout = read_layout(parsed[name], manifest.layout(name) if manifest is not None else None, name) \
+            if name in parsed else None
+        image = layout.input.name if layout is not None and layout.input is not None else (inputs[0].name if inputs else None)
+        datatype = next((p.datatype for p in inputs if p.name == image), "BYTES")
         size = None
-        if inputs and inputs[0].datatype != "BYTES" and name in parsed:
+        if image is not None and datatype != "BYTES" and name in parsed:
             try:
-                size = sizer.input_size(name, inputs[0].name)
+                size = sizer.input_size(name, image)
             except Exception:  # sizing is advice: the fallback rules still bound the request
                 size = None
         views.append(ModelView(name, tuple(meta.get("versions", ())), inputs,
                                ports(meta.get("outputs", [])), int(configs[name].get("max_batch_size", 0)),
-                               meta.get("platform", ""), size))
+                               meta.get("platform", ""), size, layout))
     return views
 
 
 def image_request(view: ModelView, items: list[bytes], **parameters) -> Request:
-    """One request carrying these encoded images in the image model's input."""
-    tensor = bytes_tensor(view.input.name, items)
+    """One request carrying these encoded images in the image model's input (as it takes them: bytes,
+    base64, or UINT8 file bytes, where the items must be one image or of one length)."""
+    if view.input.datatype == "UINT8":
+        rows = [view.encode(item) for item in items]
+        if len({len(r) for r in rows}) > 1:
+            raise ValueError(f"{view.name}: UINT8 file bytes of different lengths cannot share one request")
+        array = np.stack(rows) if view.batched else rows[0]
+        return Request(view.name, (Tensor.of(view.input.name, array),), parameters=parameters)
+    tensor = bytes_tensor(view.input.name, [view.encode(item) for item in items])
     if not view.batched:
         tensor = Tensor(tensor.name, tensor.datatype, (len(items),), tensor.data)
     return Request(view.name, (tensor,), parameters=parameters)

@@ -11,9 +11,17 @@ small TOML file (`--manifest PATH`, else `yts.toml` at the repository root) and 
     tokenizer = "skip"     # not a detector: reported as not tested, never as passed
     [precision]
     detector = "fp16"      # what the served engine computes in: the accuracy gates follow it
+    [layout.vendor_nms]    # what its config cannot say (harness.repository.layouts): any subset of
+    input = "base64"       #   tensor | encoded | base64 | pixels
+    boxes = "det_boxes"    #   outputs by name: rows = "..." | boxes/scores/classes (+ count) | json = "..." | raw
+    scores = "det_scores"
+    classes = "det_classes"
+    count = "num_dets"
+    box_format = "xywh"    #   xyxy (default) | xywh (top-left x, y, w, h) | cxcywh
+    box_units = "pixels"   #   pixels (default) | normalized (fractions of the image the model saw)
 
-A model neither declared nor recognisable is reported "not tested, because its layout is unknown". A
-model's precision, when not declared here or with `--precision NAME=fp16`, is read from its config's
+A model neither declared nor recognisable is reported "not tested, because its layout is unknown", with
+the [layout.NAME] lines that would place it. A model's precision, when not declared here or with `--precision NAME=fp16`, is read from its config's
 `precision` parameter, else from its ONNX file (FP16/INT8 weights), else FP32."""
 
 from __future__ import annotations
@@ -22,10 +30,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.repository.layouts import LayoutDeclaration, parse_declaration
+
 MANIFEST_NAME = "yts.toml"
 ROLES = ("raw", "e2e", "skip")
 PRECISIONS = ("fp32", "fp16", "int8")
-KEYS = ("imgsz", "nc", "models", "precision")
+KEYS = ("imgsz", "nc", "models", "precision", "layout")
 
 
 class ManifestError(ValueError):
@@ -39,12 +49,17 @@ class Manifest:
     nc: int | None = None
     source: str = "none"
     precisions: dict[str, str] = field(default_factory=dict)
+    layouts: dict[str, LayoutDeclaration] = field(default_factory=dict)
 
     def role(self, name: str) -> str | None:
         return self.models.get(name)
 
     def precision(self, name: str) -> str | None:
         return self.precisions.get(name)
+
+    def layout(self, name: str) -> LayoutDeclaration | None:
+        """The owner's [layout.NAME] declaration (harness.repository.layouts), or None."""
+        return self.layouts.get(name)
 
     def skipped(self, name: str) -> bool:
         return self.models.get(name) == "skip"
@@ -101,7 +116,7 @@ def load_manifest(repository: Path, path: Path | None = None, models: list[str] 
         unknown = sorted(set(data) - set(KEYS))
         if unknown:
             raise ManifestError(f"{path}: unknown keys {unknown} (a manifest has {list(KEYS)})")
-        for table, what in (("models", "ROLE"), ("precision", "PRECISION")):
+        for table, what in (("models", "ROLE"), ("precision", "PRECISION"), ("layout", "[layout.NAME] table")):
             if not isinstance(data.get(table, {}), dict):
                 raise ManifestError(f"{path}: [{table}] must be a table of NAME = {what}")
     origin = str(path) if path else "command line"
@@ -109,11 +124,15 @@ def load_manifest(repository: Path, path: Path | None = None, models: list[str] 
     declared.update(parse_model_option(text) for text in models)
     precision = {name: _precision(name, value, origin) for name, value in data.get("precision", {}).items()}
     precision.update(parse_precision_option(text) for text in precisions)
+    try:
+        layouts = {name: parse_declaration(name, table, origin) for name, table in data.get("layout", {}).items()}
+    except ValueError as error:
+        raise ManifestError(str(error)) from None
     present = sorted(p.name for p in repository.iterdir() if p.is_dir()) if repository.is_dir() else []
-    missing = sorted((set(declared) | set(precision)) - set(present))
+    missing = sorted((set(declared) | set(precision) | set(layouts)) - set(present))
     if missing:
         raise ManifestError(f"{origin}: declares {missing}, which the repository {repository} does not have (it has {present})")
-    return Manifest(models=declared, precisions=precision, imgsz=_positive("imgsz", imgsz if imgsz is not None else data.get("imgsz"), origin),
+    return Manifest(models=declared, precisions=precision, layouts=layouts, imgsz=_positive("imgsz", imgsz if imgsz is not None else data.get("imgsz"), origin),
                     nc=_positive("nc", nc if nc is not None else data.get("nc"), origin),
                     source=", ".join(s for s in (str(path) if path else "", "command line" if (models or imgsz or nc or precisions) else "")
                                     if s) or "none")

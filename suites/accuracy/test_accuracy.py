@@ -42,6 +42,7 @@ def test_boxes(candidate, reference_run, accuracy_runs, pytestconfig, report_dir
     record(pytestconfig, spec.name, "seconds", round(run.seconds, 1))
     if failures:
         _verdict(pytestconfig, spec.name, "boxes")
+        failures = judge.mixups(reference_run, run, getattr(cand, "detector", None), accuracy_runs.eval_set, accuracy_runs.profile, judge_as) + failures
         conf = max(accuracy_runs.profile.eval["conf"], run.conf)
         line, pictures = judge.worst_pictures(reference_run, run, report, accuracy_runs.eval_set, conf, report_dir,
                                               accuracy_runs.profile.eval["worst_images"])
@@ -98,6 +99,7 @@ def test_end_to_end_matches_local_run(candidate, accuracy_runs, pytestconfig, re
     report, failures = judge.box_level(local, run, accuracy_runs.profile, "fp32")
     if failures:
         _verdict(pytestconfig, spec.name, "vs-local")
+        failures = judge.mixups(local, run, getattr(cand, "detector", None), accuracy_runs.eval_set, accuracy_runs.profile, "fp32") + failures
         line, pictures = judge.worst_pictures(local, run, report, accuracy_runs.eval_set, run.conf, report_dir,
                                               accuracy_runs.profile.eval["worst_images"])
         _fail(f"{spec.name} vs the local pipeline on {cand.artifact} (FP32 tolerance, {len(run.detections)} images)", failures,

@@ -14,8 +14,9 @@ served_settings, TimeBudget): a few examples (12 in CI), a drawing budget (120 s
 after which no new request is sent, a shrinking budget (45 s) counted from the first failure, and a
 deployment that misses so many objects that the verdict is already certain stops being drawn for at once.
 
-Every model of the repository under test that takes encoded images and returns detections rows is
-tested (harness.vision.served); without one the test skips, saying why."""
+Every end-to-end model of the repository under test is tested (harness.vision.served: any image input,
+encoded, base64, UINT8 pixels or a tensor, with detections out as rows, NMS-inside outputs or a layout
+declared in the manifest); without one the test skips, saying why."""
 
 from __future__ import annotations
 
@@ -91,11 +92,19 @@ def _repository_at_collection(config: pytest.Config):
     return config.getoption("--repo") or paths.REFERENCE_REPO_SOURCES
 
 
+def _manifest_at_collection(config: pytest.Config):
+    """The owner's declarations, where a --repo is given (the reference sources need none)."""
+    from harness.plugin import manifest_for
+
+    return manifest_for(config) if config.getoption("--repo") else None
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "e2e_name" not in metafunc.fixturenames:
         return
     try:
-        names = [m.name for m in end_to_end_models(_repository_at_collection(metafunc.config))]
+        names = [m.name for m in end_to_end_models(_repository_at_collection(metafunc.config),
+                                                   _manifest_at_collection(metafunc.config))]
     except OSError:
         names = []  # not a folder: the repository fixture reports it
     metafunc.parametrize("e2e_name", names or [None], ids=names or ["no-end-to-end-model"], scope="session")
@@ -105,9 +114,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def e2e_model(request: pytest.FixtureRequest, e2e_name):
     if e2e_name is None:
         not_applicable(f"{_repository_at_collection(request.config)} has no end-to-end model "
-                       "(one TYPE_STRING/BYTES image input and an FP32 [..., 6] detections output)")
+                       "(one TYPE_STRING/BYTES image input, or base64, UINT8 pixels or a [3, H, W] tensor, and "
+                       "detections out: rows [max_det, 6], NMS outputs, or a layout declared in yts.toml)")
     repository = request.getfixturevalue("repository")
-    model = next((m for m in end_to_end_models(repository) if m.name == e2e_name), None)
+    model = next((m for m in end_to_end_models(repository, request.getfixturevalue("manifest"))
+                  if m.name == e2e_name), None)
     if model is None:
         pytest.skip(f"not tested, because {e2e_name} is not an end-to-end model in {repository}")
     if model.imgsz is None:

@@ -29,20 +29,21 @@ def pytest_collection_modifyitems(config, items):
 def served_models(triton_server, repository, manifest) -> list[ModelView]:
     """Requests are sized from the served configs, the ONNX graphs in the repository and the declared
     imgsz (harness.repository.sizing), never with a made-up 640 per -1 dim."""
-    views = discover(triton_server.endpoints.http, repository=repository, imgsz=manifest.imgsz)
+    views = discover(triton_server.endpoints.http, repository=repository, imgsz=manifest.imgsz, manifest=manifest)
     assert views, f"the server serves no READY model; log tail:\n{triton_server.log_tail()}"
     return views
 
 
 @pytest.fixture(scope="session")
 def models_by_role(served_models, manifest) -> dict[str, list[ModelView]]:
-    """Tensor and image models as the server's metadata shows them; a model the manifest declares
-    (raw: tensor, e2e: image) takes that role, one declared skip none."""
+    """Tensor and image models by their layouts (harness.repository.layouts: a tensor or pixel input is
+    "tensor", encoded or base64 images "image"); a model the manifest declares raw or e2e whose input
+    could not be read takes that role's usual one (raw: tensor, e2e: image), one declared skip none."""
     declared_roles = {"raw": "tensor", "e2e": "image", "skip": None}
     roles: dict[str, list[ModelView]] = {"tensor": [], "image": []}
     for view in served_models:
         declared = manifest.role(view.name)
-        role = declared_roles[declared] if declared else view.role
+        role = None if declared == "skip" else (view.role or declared_roles[declared]) if declared else view.role
         if role:
             roles[role].append(view)
     return roles
