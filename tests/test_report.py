@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -125,10 +126,12 @@ def test_not_applicable_checks_are_not_judged(pytester):
     assert gate.judge(report, {"required": ["*"], "allowed_not_tested": []}).certified
 
 
-def _certify_repo(repo: Path, report_dir: Path, suites: str, *pytest_args: str) -> subprocess.CompletedProcess:
+def _certify_repo(repo: Path, report_dir: Path, suites: str, *pytest_args: str, env: dict | None = None
+                  ) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "harness.cli", "certify", "--repo", str(repo), "--suites", suites,
                "--report-dir", str(report_dir), "--", "-p", "no:randomly", *pytest_args]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
 
 
 def _broken_repositories():
@@ -152,7 +155,10 @@ def _broken_repositories():
 def test_broken_repository_is_not_certified_and_the_verdict_names_it(tmp_path, suite, fixture, check, selection):
     """Issue 11: every broken repository of fixtures/config, fixtures/protocol and fixtures/batching,
     through `yts certify`."""
-    result = _certify_repo(ROOT / "fixtures" / suite / fixture, tmp_path / "report", suite, *selection)
+    from test_config_suite import SERVING_HOST  # a fixture judged for another host than this one
+
+    result = _certify_repo(ROOT / "fixtures" / suite / fixture, tmp_path / "report", suite, *selection,
+                           env=SERVING_HOST.get(fixture) if suite == "config" else None)
     assert result.returncode != 0, f"{fixture} was certified:\n{result.stdout[-3000:]}"
     line = next((l for l in result.stdout.splitlines() if l.startswith("NOT CERTIFIED")), None)
     assert line is not None, result.stdout[-3000:]
