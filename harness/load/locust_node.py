@@ -143,10 +143,13 @@ class WorkerSide:
             if text not in self.error_messages and len(self.error_messages) < 5:
                 self.error_messages.append(text)
 
-    def issue_one(self, scheduled_ns: int | None) -> None:
+    def issue_one(self, scheduled_ns: int | None, counted: bool = False) -> None:
+        """One request and its event. `counted`: already in `in_flight` (an open-loop arrival is counted
+        when its greenlet is spawned, so a stop cannot report before it runs)."""
         begin = time.monotonic_ns() if scheduled_ns is None else scheduled_ns
         error = None
-        self.in_flight += 1
+        if not counted:
+            self.in_flight += 1
         try:
             self.issuer.issue()
         except Exception as caught:  # an error answer is a measurement, not a crash
@@ -183,7 +186,8 @@ class WorkerSide:
                     response_length=0, response=None, context={"begin_ns": next_ns, "end_ns": time.monotonic_ns()},
                     exception=RuntimeError(f"dropped: {len(outstanding)} requests outstanding"), start_time=None, url=None)
                 continue
-            greenlet = gevent.spawn(self.issue_one, next_ns)
+            self.in_flight += 1
+            greenlet = gevent.spawn(self.issue_one, next_ns, True)
             outstanding.add(greenlet)
             greenlet.link(outstanding.discard)
         gevent.joinall(list(outstanding), timeout=self.plan["timeout_s"])
