@@ -38,3 +38,28 @@ def test_declared_precision_wins_then_config_parameter_then_artifact(repository)
 def test_a_wrong_precision_declaration_is_named(repository, declaration, words):
     with pytest.raises(ManifestError, match=words.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
         load_manifest(repository, precisions=declaration)
+
+
+def test_an_ensemble_computes_in_the_lowest_precision_of_its_steps(repository):
+    """The GPU build's yolo_ensemble declares no precision; its detector step says fp16."""
+    from harness.repository.config import write_config
+
+    write_config(repository / "yolo_raw", parse_config(
+        'name: "yolo_raw" parameters { key: "precision" value { string_value: "fp16" } }'))
+    (repository / "yolo_pre").mkdir()
+    write_config(repository / "yolo_pre", parse_config('name: "yolo_pre" backend: "python"'))
+    ensemble = parse_config('name: "yolo_e2e" platform: "ensemble" ensemble_scheduling { '
+                            'step { model_name: "yolo_pre" } step { model_name: "yolo_raw" } }')
+    bare = load_manifest(repository)
+    assert served_precision(ensemble, bare, "yolo_e2e", "fp32", repository) == "fp16"
+    assert served_precision(ensemble, bare, "yolo_e2e", "fp32") == "fp32"  # without the repository: its file
+
+
+def test_the_local_twin_is_exact_only_for_an_fp32_engine():
+    from types import SimpleNamespace
+
+    from harness.accuracy.session import AccuracySession
+
+    assert AccuracySession.twin_tolerance(SimpleNamespace(precision="fp32")) == "fp32"
+    assert AccuracySession.twin_tolerance(SimpleNamespace(precision="fp16")) == "fp16"
+    assert AccuracySession.twin_tolerance(SimpleNamespace(precision="int8")) == "int8"

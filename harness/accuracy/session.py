@@ -58,6 +58,13 @@ class AccuracySession:
     def judge_as(self, spec: CandidateSpec, candidate) -> str:
         return spec.judge_as or candidate.precision
 
+    @staticmethod
+    def twin_tolerance(candidate) -> str:
+        """The local twin runs the candidate's ONNX file through ONNX Runtime in FP32: the same engine,
+        judged exactly, when the candidate computes in FP32; for an FP16/INT8 engine serving that file
+        (the GPU build's PyTorch FP16) it is not the same engine, and the candidate's precision judges."""
+        return candidate.precision if candidate.precision in ("fp16", "int8") else "fp32"
+
     def _build(self, spec: CandidateSpec):
         from harness.engines.ort import OrtEngine
 
@@ -104,7 +111,8 @@ class AccuracySession:
             pytest.skip(f"{spec.name}: not loaded by this server (its backend is missing here?)")
         artifact = served.model_artifact(Path(repository), spec.target)
         manifest = self.request.getfixturevalue("manifest")
-        precision = served.served_precision(config, manifest, spec.target, precision_of(artifact) if artifact else "fp32")
+        precision = served.served_precision(config, manifest, spec.target, precision_of(artifact) if artifact else "fp32",
+                                            Path(repository))
         layout = served.model_layout(config, manifest, spec.target)
         role = manifest.role(spec.target) or layout.role
         if role == served.RAW:

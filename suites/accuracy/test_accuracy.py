@@ -91,28 +91,34 @@ def test_calibration_coverage(candidate_spec, accuracy_runs, pytestconfig):
 
 def test_end_to_end_matches_local_run(candidate, accuracy_runs, pytestconfig, report_dir):
     """An end-to-end deployment equals the local reference pipeline on the same artifact, within FP32
-    tolerance: what differs is its pre/post-processing or transport, not precision."""
+    tolerance when it computes in FP32 (what differs is its pre/post-processing or transport, not
+    precision); an FP16/INT8 engine serving that file is judged at its own precision."""
     spec, cand, run = candidate
     if cand.kind != "e2e":
         not_applicable(f"{spec.name}: raw-tensor candidate (served ones: test_served_tensors_match_local_run)")
     local = accuracy_runs.local_twin(cand)
-    report, failures = judge.box_level(local, run, accuracy_runs.profile, "fp32")
+    tolerance = accuracy_runs.twin_tolerance(cand)
+    report, failures = judge.box_level(local, run, accuracy_runs.profile, tolerance)
     if failures:
         _verdict(pytestconfig, spec.name, "vs-local")
-        failures = judge.mixups(local, run, getattr(cand, "detector", None), accuracy_runs.eval_set, accuracy_runs.profile, "fp32") + failures
+        failures = judge.mixups(local, run, getattr(cand, "detector", None), accuracy_runs.eval_set, accuracy_runs.profile,
+                                tolerance) + failures
         line, pictures = judge.worst_pictures(local, run, report, accuracy_runs.eval_set, run.conf, report_dir,
                                               accuracy_runs.profile.eval["worst_images"])
-        _fail(f"{spec.name} vs the local pipeline on {cand.artifact} (FP32 tolerance, {len(run.detections)} images)", failures,
+        _fail(f"{spec.name} vs the local pipeline on {cand.artifact} ({tolerance.upper()} tolerance, "
+              f"{len(run.detections)} images)", failures,
               f"worst images: {line}" + (f"\npictures: {', '.join(map(str, pictures))}" if pictures else ""))
 
 
 def test_served_tensors_match_local_run(candidate, accuracy_runs, pytestconfig):
-    """A served raw-tensor model returns what ONNX Runtime computes locally from the same file."""
+    """A served raw-tensor model returns what ONNX Runtime computes locally from the same file (within
+    FP32 tolerance; an FP16/INT8 engine serving that file, within its precision's)."""
     spec, cand, run = candidate
     if cand.kind != "raw" or cand.origin != "served":
         not_applicable(f"{spec.name}: not a served raw-tensor model")
     local = accuracy_runs.local_twin(cand)
-    stats, failures = judge.tensor_level(local, run, accuracy_runs.profile, "fp32")
+    tolerance = accuracy_runs.twin_tolerance(cand)
+    stats, failures = judge.tensor_level(local, run, accuracy_runs.profile, tolerance)
     if failures:
         _verdict(pytestconfig, spec.name, "vs-local")
-        _fail(f"{spec.name} vs ONNX Runtime on {cand.artifact} (FP32 tolerance)", failures, table(stats))
+        _fail(f"{spec.name} vs ONNX Runtime on {cand.artifact} ({tolerance.upper()} tolerance)", failures, table(stats))
