@@ -13,6 +13,7 @@ COMMANDS = [
     "harness.report.certify",
     "harness.checks.triton_qa",
     "harness.checks.triton_qa_live",
+    "harness.load.cli",
 ]
 
 

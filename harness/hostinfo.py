@@ -26,3 +26,25 @@ def gpu_description() -> dict:
                             capture_output=True, text=True, timeout=20)
     name, _, driver = result.stdout.splitlines()[0].partition(", ") if result.stdout else ("", "", "")
     return {"gpu": name or None, "gpu_driver": driver or None}
+
+
+DEVICES = ("cpu", "gpu", "auto")
+
+
+@functools.cache
+def reference_device(requested: str = "auto") -> tuple[str, str]:
+    """(cpu | gpu, why): which reference build to serve. `auto` takes the GPU build where an NVIDIA GPU
+    and a CUDA torch (the GPU build's engine) are both here, else the CPU build, saying which is missing."""
+    if requested not in DEVICES:
+        raise ValueError(f"--device {requested!r}: one of {list(DEVICES)}")
+    if requested != "auto":
+        return requested, "asked for"
+    if not has_gpu():
+        return "cpu", "auto: no NVIDIA GPU here"
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        return "cpu", "auto: a GPU, but no torch (the GPU build's engine): pip install torch"
+    if not torch.cuda.is_available():
+        return "cpu", f"auto: a GPU, but torch {torch.__version__} has no CUDA"
+    return "gpu", f"auto: {gpu_description().get('gpu') or 'NVIDIA GPU'}, torch {torch.__version__}"

@@ -46,6 +46,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="declare a model's role: raw, e2e or skip (repeatable; wins over the manifest)")
     group.addoption("--imgsz", type=int, default=None, help="the models' input size (wins over the manifest)")
     group.addoption("--nc", type=int, default=None, help="the models' class count (wins over the manifest)")
+    group.addoption("--precision", action="append", default=[], metavar="NAME=PRECISION",
+                    help="declare what a served model computes in: fp32, fp16 or int8 (repeatable; wins over the "
+                         "manifest's [precision] and the config's precision parameter); the accuracy gates follow it")
+    group.addoption("--device", default=os.environ.get("YTS_DEVICE", "auto"), choices=("auto", "cpu", "gpu"),
+                    help="which reference build to serve when --repo is not given: gpu (KIND_GPU, PyTorch FP16), cpu "
+                         "(ONNX Runtime), auto (default: gpu where an NVIDIA GPU and a CUDA torch are here)")
+    group.addoption("--keep-scratch", action="store_true", default=False,
+                    help="keep the run's scratch copies of the repository (= YTS_KEEP_SCRATCH=1; paths printed)")
+    group.addoption("--load-engine", default=os.environ.get("YTS_LOAD_ENGINE", "native"), choices=("native", "locust"),
+                    help="load generator of the batching suite: native (default) or locust (a Locust master and "
+                         "--load-workers local worker processes, measured the same way)")
+    group.addoption("--load-workers", type=int, default=2, help="with --load-engine locust: local Locust worker processes")
     group.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
     from harness.load.options import add_options as add_batching_options
 
@@ -53,12 +65,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--keep-scratch"):
+        os.environ["YTS_KEEP_SCRATCH"] = "1"
     cleanup.install_handlers(interrupt=True)  # SIGTERM/SIGHUP interrupt the run as Ctrl-C does
     swept = cleanup.sweep()
     if swept:
         config.stash[_SWEPT] = swept
     if config.getoption("--repo") is not None or any(
-            config.getoption(o) for o in ("--manifest", "--model", "--imgsz", "--nc")):
+            config.getoption(o) for o in ("--manifest", "--model", "--imgsz", "--nc", "--precision")):
         manifest_for(config)  # a wrong declaration is a usage error before anything runs
     report_dir = config.getoption("--report-dir")
     if report_dir is not None:
@@ -159,6 +173,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     from harness.servers.choose import resolve_kind
 
     lines = [f"triton launcher: {resolve_kind(config.getoption('--triton'))} (--triton={config.getoption('--triton')})"]
+    if config.getoption("--repo") is None:
+        from harness.hostinfo import reference_device
+
+        device, why = reference_device(config.getoption("--device"))
+        lines.append(f"repository: the reference build for {device} ({why}; --device={config.getoption('--device')})")
     if config.stash.get(_SWEPT, None):
         lines.append(f"swept leftovers of an earlier run: {', '.join(config.stash[_SWEPT])}")
     return lines
@@ -198,9 +217,10 @@ def source_repository(config: pytest.Config) -> Path:
     repo = config.getoption("--repo")
     if repo is not None:
         return Path(repo).resolve()
+    from harness.hostinfo import reference_device
     from harness.reference import build_reference_repository
 
-    return build_reference_repository()
+    return build_reference_repository(reference_device(config.getoption("--device"))[0])
 
 
 def manifest_for(config: pytest.Config):
@@ -212,7 +232,7 @@ def manifest_for(config: pytest.Config):
         try:
             config.stash[_MANIFEST] = load_manifest(source_repository(config), config.getoption("--manifest"),
                                                     config.getoption("--model"), config.getoption("--imgsz"),
-                                                    config.getoption("--nc"))
+                                                    config.getoption("--nc"), config.getoption("--precision"))
         except ManifestError as error:
             raise pytest.UsageError(str(error)) from None
     return config.stash[_MANIFEST]

@@ -15,9 +15,12 @@ def export(args) -> int:
     if out.exists() and any(out.iterdir()):
         print(f"yts reference: {out} exists and is not empty; choose a new folder", file=sys.stderr)
         return 2
-    models = build_reference_repository(args.device, args.imgsz)
+    from harness.hostinfo import reference_device
+
+    device, why = reference_device(args.device)
+    models = build_reference_repository(device, args.imgsz)
     shutil.copytree(models, out, dirs_exist_ok=True)
-    print(f"[yts reference] {args.device} repository at {args.imgsz} px: {out.resolve()} "
+    print(f"[yts reference] {device} repository ({why}) at {args.imgsz} px: {out.resolve()} "
           f"({', '.join(sorted(p.name for p in out.iterdir() if p.is_dir()))})")
     return 0
 
@@ -25,6 +28,8 @@ def export(args) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser("reference", help="write the reference model repository (built for this machine) to a folder")
     parser.add_argument("--out", required=True, help="new folder to write the repository into")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "gpu"), help="cpu: ONNX Runtime, KIND_CPU; gpu: KIND_GPU, PyTorch FP16")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                        help="cpu: ONNX Runtime, KIND_CPU; gpu: KIND_GPU, PyTorch FP16; auto (default): gpu where an "
+                             "NVIDIA GPU and a CUDA torch are here")
     parser.add_argument("--imgsz", type=int, default=640)
     parser.set_defaults(func=export)

@@ -36,7 +36,8 @@ def pytest_command(args) -> list[str]:
     report_dir = Path(args.report_dir).resolve()
     suites = [str(PROJECT_ROOT / "suites" / s) for s in (args.suites or SUITES)]
     command = [sys.executable, "-m", "pytest", *suites, "-c", str(PROJECT_ROOT / "pytest.ini"),
-               "--rootdir", str(PROJECT_ROOT), f"--repo={Path(args.repo).resolve()}",
+               "--rootdir", str(PROJECT_ROOT),
+               f"--repo={Path(args.repo).resolve()}" if args.repo else f"--device={args.device}",
                f"--report-dir={report_dir}", f"--certify-profile={args.profile}",
                f"--junitxml={report_dir / 'junit.xml'}", f"--triton={args.triton}", "-q"]
     for attr, option in PASSED_ON:
@@ -44,11 +45,12 @@ def pytest_command(args) -> list[str]:
         if value:
             command.append(f"{option}={Path(value).resolve() if attr in PATHS else value}")
     command += [f"--model={declaration}" for declaration in args.model or ()]
+    command += [f"--precision={declaration}" for declaration in args.precision or ()]
     return command + list(args.pytest_args)
 
 
 def certify(args) -> int:
-    if not Path(args.repo).is_dir():
+    if args.repo and not Path(args.repo).is_dir():
         print(f"yts certify: --repo {args.repo} is not a directory", file=sys.stderr)
         return 2
     command = pytest_command(args)
@@ -137,7 +139,12 @@ def conclude(report_dir: Path, profile: str, status: int, signum: int | None) ->
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("certify", help="run every suite against a repository and write a report")
-    parser.add_argument("--repo", required=True, help="model repository under test (read-only: a scratch copy is used)")
+    parser.add_argument("--repo", help="model repository under test (read-only: a scratch copy is used); default: the "
+                                       "reference repository built for this host (--device)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                        help="without --repo: which reference build (auto: gpu where an NVIDIA GPU and a CUDA torch are)")
+    parser.add_argument("--precision", action="append", metavar="NAME=PRECISION",
+                        help="what a served model computes in (fp32, fp16, int8); the accuracy gates follow it")
     parser.add_argument("--report-dir", default="reports/latest", help="where report.json/html and junit.xml go")
     parser.add_argument("--profile", default="certified", help="certification profile: name in harness/report/profiles or a .toml path")
     parser.add_argument("--suites", nargs="*", choices=SUITES, help="a subset of the suites (default: all)")

@@ -45,11 +45,9 @@ def _served_specs(config: pytest.Config) -> list:
     from harness.accuracy.served import served_models
     from harness.plugin import manifest_for
 
-    repo = config.getoption("--repo")
-    if repo is None:
-        from harness.reference import build_reference_repository
+    from harness.plugin import source_repository
 
-        repo = build_reference_repository()
+    repo = source_repository(config)
     return [specs_module.CandidateSpec(name=f"served:{name}", kind="served", target=name)
             for name, _ in served_models(Path(repo), manifest_for(config))]
 

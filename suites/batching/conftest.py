@@ -51,12 +51,9 @@ def models_under_test(config: pytest.Config) -> list[str]:
 
 
 def _source(config: pytest.Config) -> Path:
-    repo = config.getoption("--repo")
-    if repo is not None:
-        return Path(repo).resolve()
-    from harness.reference import build_reference_repository
+    from harness.plugin import source_repository
 
-    return build_reference_repository()
+    return source_repository(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -23,9 +23,9 @@ def _models(config: pytest.Config) -> list:
     repo = config.getoption("--repo")
     if repo is None:
         try:
-            from harness.reference import build_reference_repository
+            from harness.plugin import source_repository
 
-            repo = build_reference_repository()
+            repo = source_repository(config)
         except Exception as error:  # the reference repository cannot be built on this machine (yet)
             return [pytest.param(None, id="no-repository", marks=pytest.mark.skip(
                 reason=f"no repository under test: the reference repository could not be built ({error}); pass --repo"))]
