@@ -79,26 +79,28 @@ def _role(name: str, role, origin: str) -> str:
     return role
 
 
-def parse_model_option(text: str) -> tuple[str, str]:
-    """`--model NAME=ROLE` -> (NAME, ROLE)."""
-    name, sep, role = text.partition("=")
-    if not sep or not name.strip():
-        raise ManifestError(f"--model {text!r}: expected NAME=ROLE with ROLE one of {list(ROLES)}")
-    return name.strip(), _role(name.strip(), role.strip(), "--model")
-
-
 def _precision(name: str, precision, origin: str) -> str:
     if precision not in PRECISIONS:
         raise ManifestError(f"{origin}: precision of {name!r} = {precision!r}: one of {list(PRECISIONS)}")
     return precision
 
 
+def _option(text: str, option: str, what: str, allowed: tuple[str, ...], check) -> tuple[str, str]:
+    """`--OPTION NAME=VALUE` -> (NAME, VALUE), VALUE checked by `check(name, value, origin)`."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise ManifestError(f"{option} {text!r}: expected NAME={what} with {what} one of {list(allowed)}")
+    return name.strip(), check(name.strip(), value.strip(), option)
+
+
+def parse_model_option(text: str) -> tuple[str, str]:
+    """`--model NAME=ROLE` -> (NAME, ROLE)."""
+    return _option(text, "--model", "ROLE", ROLES, _role)
+
+
 def parse_precision_option(text: str) -> tuple[str, str]:
     """`--precision NAME=fp16` -> (NAME, fp16)."""
-    name, sep, precision = text.partition("=")
-    if not sep or not name.strip():
-        raise ManifestError(f"--precision {text!r}: expected NAME=PRECISION with PRECISION one of {list(PRECISIONS)}")
-    return name.strip(), _precision(name.strip(), precision.strip(), "--precision")
+    return _option(text, "--precision", "PRECISION", PRECISIONS, _precision)
 
 
 def load_manifest(repository: Path, path: Path | None = None, models: list[str] = (), imgsz: int | None = None,
