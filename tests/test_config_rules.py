@@ -48,3 +48,23 @@ def test_bindings_says_why_it_has_nothing_to_compare_only_as_layout_would(tmp_pa
         assert "the layout check reports it" in str(reason)
     else:
         raise AssertionError("no model file: bindings has nothing to judge")
+
+
+def test_a_plan_completes_a_config_as_the_tensorrt_backend_does():
+    """TensorRT is not installable here: the plan path is driven with the signature a plan reports."""
+    from harness.checks.autocomplete import Completion, complete_from_signature
+    from harness.engines.signature import Signature, TensorSpec
+    from harness.repository.config import ModelConfig
+
+    config = ModelConfig(name="yolo_trt", platform="tensorrt_plan", backend="tensorrt")
+    completion = Completion(config)
+    complete_from_signature(config, Signature(inputs=(TensorSpec("images", "FP16", (-1, 3, 640, 640)),),
+                                              outputs=(TensorSpec("output0", "FP16", (-1, 6, 8400)),)), completion)
+    assert config.max_batch_size == 4 and list(config.input[0].dims) == [3, 640, 640]
+    assert completion.filled["input"] == ["images"] and completion.filled["output"] == ["output0"]
+    fixed = ModelConfig(name="yolo_trt", max_batch_size=8)
+    refused = Completion(fixed)
+    complete_from_signature(fixed, Signature(inputs=(TensorSpec("images", "FP32", (1, 3, 640, 640)),),
+                                             outputs=(TensorSpec("output0", "FP32", (1, 6, 8400)),)), refused)
+    assert refused.errors == ["autofill failed for model 'yolo_trt': model does not support batching while "
+                              "non-zero max_batch_size is specified"]

@@ -174,6 +174,14 @@ def _onnxruntime(config: ModelConfig, version: Path | None, completion: Completi
     except ValueError as error:
         completion.notes.append(f"inputs/outputs not declared; {path.name} cannot be read: {error}")
         return
+    complete_from_signature(config, signature, completion)
+
+
+def complete_from_signature(config: ModelConfig, signature, completion: Completion) -> None:
+    """What a backend fills in from its model file's signature (the ONNX Runtime backend's rules; the
+    TensorRT backend's are the same for batching and missing tensors): max_batch_size from whether every
+    tensor's first dim is variable — the backend's default when the config says 0, a refusal when the
+    config asks for batching the model cannot do — and the missing tensors, batch dim dropped."""
     tensors = signature.inputs + signature.outputs
     batching = bool(tensors) and all(t.shape and t.shape[0] == -1 for t in tensors)
     if batching and config.max_batch_size == 0:
@@ -204,7 +212,24 @@ def _config_dtype(dtype: str) -> str:
 
 
 def _tensorrt(config: ModelConfig, version: Path | None, completion: Completion) -> None:
+    """The TensorRT backend completes a config from the plan, which only TensorRT can read: where it is
+    installed, from the plan's signature (harness.engines.tensorrt_runtime); elsewhere it is said."""
     if config.input and config.output:
         return
-    completion.notes.append("inputs/outputs not declared: the TensorRT backend completes them from the plan, "
-                            "which needs TensorRT to read (not judged offline)")
+    path = version / config.default_model_filename if version is not None else None
+    if path is None or not path.is_file():
+        completion.notes.append("inputs/outputs not declared and no plan to complete them from")
+        return
+    from harness.engines import read_signature
+    from harness.engines.base import EngineUnavailable
+
+    try:
+        signature = read_signature(path)
+    except EngineUnavailable as error:
+        completion.notes.append(f"inputs/outputs not declared: the TensorRT backend completes them from the plan, "
+                                f"which is not read here ({error})")
+        return
+    except Exception as error:  # a plan this TensorRT cannot deserialize: the bindings check says why
+        completion.notes.append(f"inputs/outputs not declared; {path.name} cannot be read: {error}")
+        return
+    complete_from_signature(config, signature, completion)
