@@ -85,9 +85,10 @@ class Target:
 
         if args.repo:
             if args.repo == "reference":
+                from harness.hostinfo import reference_device
                 from harness.reference import build_reference_repository
 
-                source = build_reference_repository()
+                source = build_reference_repository(reference_device("auto")[0])
             else:
                 source = Path(args.repo)
             self.repository = scratch_copy(source)
