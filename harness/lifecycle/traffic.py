@@ -55,7 +55,8 @@ class Record:
 
 def request_inputs(config, batch: int = 1, seed: int = 0) -> list[tuple[str, np.ndarray]]:
     """Inputs that fit a ModelConfig: its dims (-1 → 1), batched when max_batch_size > 0, random
-    values of its data type. BYTES inputs (encoded images) need a model-specific payload."""
+    values of its data type; a TYPE_STRING input (an end-to-end model's encoded images) gets an image
+    of the evaluation set, never numbers."""
     from harness.repository.config import dtype_name
     from tritonclient.utils import triton_to_np_dtype
 
@@ -63,15 +64,21 @@ def request_inputs(config, batch: int = 1, seed: int = 0) -> list[tuple[str, np.
     inputs = []
     for tensor in config.input:
         dtype = dtype_name(tensor.data_type)
-        if dtype == "BYTES":
-            raise ValueError(f"model {config.name!r} input {tensor.name!r} is BYTES: pick a model with numeric "
-                             "inputs with --lifecycle-model")
         shape = [1 if d < 0 else d for d in tensor.dims]
         if config.max_batch_size > 0:
             shape = [batch, *shape]
+        if dtype in ("STRING", "BYTES"):
+            inputs.append((tensor.name, np.full(shape, _encoded_image(), dtype=np.object_)))
+            continue
         values = rng.random(shape) if dtype.startswith("FP") else rng.integers(0, 2, shape)
         inputs.append((tensor.name, values.astype(triton_to_np_dtype(dtype))))
     return inputs
+
+
+def _encoded_image() -> bytes:
+    from harness.engines.artifacts import EVAL_SET
+
+    return next(iter(sorted((EVAL_SET / "images").rglob("*.jpg")))).read_bytes()
 
 
 class Traffic:
@@ -169,4 +176,4 @@ class Traffic:
 def _dtype(array: np.ndarray) -> str:
     from tritonclient.utils import np_to_triton_dtype
 
-    return np_to_triton_dtype(array.dtype)
+    return "BYTES" if array.dtype == np.object_ else np_to_triton_dtype(array.dtype)
