@@ -18,6 +18,15 @@ def has_gpu() -> bool:
 
 
 @functools.cache
+def gpu_ids() -> frozenset[int] | None:
+    """GPU ids the NVIDIA driver lists, or None without a driver (then nothing is known about them)."""
+    if not has_gpu():
+        return None
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    return frozenset(range(sum(1 for line in listed.splitlines() if line.startswith("GPU "))))
+
+
+@functools.cache
 def gpu_description() -> dict:
     """GPU name and driver for the report; empty on hosts without one."""
     if not has_gpu():

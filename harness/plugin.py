@@ -330,10 +330,11 @@ def _describe_server(config: pytest.Config, server) -> None:
 
 
 @contextlib.contextmanager
-def http_client_for(server):
+def http_client_for(server, network_timeout: float = 60.0):
+    """`network_timeout` bounds every call, loads included (tritonclient's default is 60 s)."""
     import tritonclient.http as httpclient
 
-    client = httpclient.InferenceServerClient(server.endpoints.http, concurrency=4)
+    client = httpclient.InferenceServerClient(server.endpoints.http, concurrency=4, network_timeout=network_timeout)
     try:
         yield client
     finally:

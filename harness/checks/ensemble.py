@@ -181,7 +181,7 @@ def _is_model(entry: ModelEntry, model: str) -> bool:
 
 
 def _cycle(entry: ModelEntry, start: str, path: list[str]) -> list[str] | None:
-    config = load_entry(entry.repository, path[-1]).config
+    config = load_entry(entry.repository, path[-1]).declared  # the platform is declared: no completion needed
     if config is None or config.platform != "ensemble":
         return None
     for step in config.ensemble_scheduling.step:

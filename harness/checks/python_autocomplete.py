@@ -17,6 +17,7 @@ import ast
 import json
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from google.protobuf import json_format
@@ -70,17 +71,7 @@ def complete_python(config: ModelConfig, version: Path | None, completion) -> No
     if backend_dir is None:
         completion.notes.append("auto_complete_config not run: triton_python_backend_utils is not installed here")
         return
-    try:
-        run = subprocess.run([sys.executable, "-c", _RUNNER, str(backend_dir), str(model_py)],
-                             input=json.dumps(triton_json(config)), capture_output=True, text=True,
-                             timeout=TIMEOUT_S, cwd=str(model_py.parent))
-        answer = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else {}
-    except subprocess.TimeoutExpired:
-        answer = {"unrunnable": f"did not return within {TIMEOUT_S} s"}
-    except json.JSONDecodeError:
-        answer = {}
-    if not answer:
-        answer = {"unrunnable": (run.stderr.strip().splitlines() or ["no answer"])[-1]}
+    answer = _run(str(backend_dir), str(model_py), model_py.stat().st_mtime_ns, json.dumps(triton_json(config)))
     if "unrunnable" in answer:
         completion.notes.append(f"{model_py.name}'s auto_complete_config could not run here ({answer['unrunnable']}); "
                                 "its additions are not judged offline")
@@ -88,6 +79,22 @@ def complete_python(config: ModelConfig, version: Path | None, completion) -> No
         completion.errors.append(answer["error"])
     else:
         _merge(config, answer["config"], completion.filled)
+
+
+@lru_cache(maxsize=256)
+def _run(backend_dir: str, model_py: str, mtime_ns: int, config_json: str) -> dict:
+    """The model's answer, once per model file version and config: every check of a run loads the same
+    entries again (roles, ensembles, live), and each answer is a child interpreter."""
+    try:
+        run = subprocess.run([sys.executable, "-c", _RUNNER, backend_dir, model_py], input=config_json,
+                             capture_output=True, text=True, timeout=TIMEOUT_S, cwd=str(Path(model_py).parent))
+    except subprocess.TimeoutExpired:
+        return {"unrunnable": f"did not return within {TIMEOUT_S} s"}
+    try:
+        answer = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else {}
+    except json.JSONDecodeError:
+        answer = {}
+    return answer or {"unrunnable": (run.stderr.strip().splitlines() or ["no answer"])[-1]}
 
 
 def triton_json(config: ModelConfig) -> dict:

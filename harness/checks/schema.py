@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import subprocess
-from functools import lru_cache
 
 from harness.checks.findings import Finding, triton_says
 from harness.checks.model import ModelEntry
@@ -62,7 +59,9 @@ def check_schema(entry: ModelEntry, *, gpus: frozenset[int] | None = None) -> li
 
         check_ensemble(entry, add)
     else:
-        _instances(entry, add, host_gpus() if gpus is None else gpus)
+        from harness.hostinfo import gpu_ids
+
+        _instances(entry, add, gpu_ids() if gpus is None else gpus)
     _version_policy(entry, add)
     return findings
 
@@ -266,19 +265,6 @@ def _batch_io(entry: ModelEntry, add) -> None:
                         add(f"batch_output target {target!r} listed twice; "
                             + triton_says(f"target output name '{target}' can only be specified once for {name}"))
                     seen.add(target)
-
-
-@lru_cache(maxsize=1)
-def host_gpus() -> frozenset[int] | None:
-    """GPU ids this host's NVIDIA driver lists, or None without a driver (then ids are not judged)."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    try:
-        listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return frozenset(index for index, line in enumerate(l for l in listed.splitlines() if l.startswith("GPU ")))
 
 
 def _instances(entry: ModelEntry, add, gpus: frozenset[int] | None) -> None:

@@ -90,17 +90,11 @@ def live_clients(pytestconfig: pytest.Config, live_server):
     """(HTTP, gRPC) clients of the live server. Loads go through the HTTP client, and a model can take
     as long to load as the server to start (the GPU build compiles eight instances: over a minute on the
     H200), so its timeout is the startup timeout, not tritonclient's 60 s."""
-    import tritonclient.http as httpclient
+    from harness.plugin import grpc_client_for, http_client_for
 
-    from harness.plugin import grpc_client_for
-
-    http = httpclient.InferenceServerClient(live_server.endpoints.http, concurrency=4,
-                                            network_timeout=pytestconfig.getoption("--triton-startup-timeout"))
-    try:
-        with grpc_client_for(live_server) as grpc:
-            yield http, grpc
-    finally:
-        http.close()
+    timeout = pytestconfig.getoption("--triton-startup-timeout")
+    with http_client_for(live_server, network_timeout=timeout) as http, grpc_client_for(live_server) as grpc:
+        yield http, grpc
 
 
 @pytest.fixture
