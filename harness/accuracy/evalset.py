@@ -4,12 +4,14 @@ run stays inside its time limit and says how many images each number rests on.""
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from harness.engines.calibration import composition, load_rgb
 
@@ -26,6 +28,14 @@ class EvalImage:
 
     def encoded(self) -> bytes:
         return self.path.read_bytes()
+
+    def lossless(self) -> bytes:
+        """The pixels `rgb()` gives, as a PNG: every decoder returns exactly these, so a served model fed
+        this is judged on the reference's pixels, whatever JPEG decoder it runs (nvJPEG's 4:2:0 chroma
+        upsampling differs from libjpeg-turbo's by up to 120 grey levels at coloured edges)."""
+        out = io.BytesIO()
+        Image.fromarray(self.rgb()).save(out, format="PNG", compress_level=1)
+        return out.getvalue()
 
 
 @dataclass

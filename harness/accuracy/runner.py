@@ -41,12 +41,14 @@ class Run:
 
 
 def run(candidate: RawCandidate | EndToEndCandidate, evalset: EvalSet, *, imgsz: int, conf: float, iou: float,
-        max_det: int, tensor_images: int) -> Run:
+        max_det: int, tensor_images: int, lossless: bool = False) -> Run:
+    """`lossless`: an end-to-end candidate gets each image as a PNG of the reference's decoded pixels
+    (EvalImage.lossless) instead of the set's own encoding."""
     started = time.perf_counter()
     if isinstance(candidate, EndToEndCandidate):
         out = Run(candidate.name, candidate.precision, "e2e", candidate.conf)
         for image in evalset.images:
-            rows, answer = candidate.detect_answer(image.encoded())
+            rows, answer = candidate.detect_answer(image.lossless() if lossless else image.encoded())
             out.detections[image.id] = np.asarray(rows, dtype=np.float32).reshape(-1, 6)
             if answer is not None:
                 out.answers[image.id] = answer

@@ -23,10 +23,17 @@ class AccuracySession:
         self._reference_path: Path | None = None
 
     # -- settings -------------------------------------------------------------------------------
-    def _run(self, candidate) -> runner.Run:
+    def _run(self, candidate, lossless: bool = False) -> runner.Run:
         e = self.profile.eval
         return runner.run(candidate, self.eval_set, imgsz=self.imgsz, conf=e["map_conf"], iou=e["iou"],
-                          max_det=e["max_det"], tensor_images=e["tensor_images"])
+                          max_det=e["max_det"], tensor_images=e["tensor_images"], lossless=lossless)
+
+    @staticmethod
+    def judged_on_reference_pixels(candidate) -> bool:
+        """A served end-to-end model decodes the images itself: its gates are run on PNGs of the pixels the
+        reference decoded, so they judge its precision and processing, not its JPEG decoder (which
+        test_jpeg_decoding judges on its own)."""
+        return candidate.kind == "e2e" and candidate.origin == "served"
 
     def reference_path(self) -> Path:
         if self._reference_path is None:
@@ -51,9 +58,17 @@ class AccuracySession:
     def candidate(self, spec: CandidateSpec):
         if spec.name not in self._runs:
             candidate = self.build(spec)
-            self._runs[spec.name] = (candidate, self._run(candidate))
+            self._runs[spec.name] = (candidate, self._run(candidate, lossless=self.judged_on_reference_pixels(candidate)))
         candidate, run = self._runs[spec.name]
         return spec, candidate, run
+
+    def as_encoded(self, spec: CandidateSpec) -> runner.Run:
+        """The candidate's run on the evaluation set's own encoded files (JPEG), as clients send them."""
+        key = f"encoded:{spec.name}"
+        if key not in self._runs:
+            candidate = self.build(spec)
+            self._runs[key] = (candidate, self._run(candidate))
+        return self._runs[key][1]
 
     def judge_as(self, spec: CandidateSpec, candidate) -> str:
         return spec.judge_as or candidate.precision
