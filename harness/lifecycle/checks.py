@@ -95,3 +95,19 @@ def transient_only(record: Record) -> list[str]:
     kinds = Counter(r.error.splitlines()[0][:160] for r in odd)
     return [f"{len(odd)} errors are not the documented transient 'model not available' kind:"] + \
         [f"  {n} × {message}" for message, n in kinds.most_common(3)]
+
+
+def dependents_served(dependents: dict[str, Record], during: str, minimum: int = 20) -> list[str]:
+    """Every ensemble that uses the reloaded model answered all its requests through the switch, and
+    enough of them to say so (issue 25: a reload must not break the pipelines built on the model)."""
+    problems = []
+    for ensemble, record in dependents.items():
+        problems += no_failures(record, f"by ensemble {ensemble!r} (it uses the model) {during}")
+        problems += enough_traffic(record, minimum, f"by ensemble {ensemble!r} {during}")
+    return problems
+
+
+def dependent_counts(dependents: dict[str, Record]) -> dict[str, int]:
+    """Sent and failed per ensemble, for the report."""
+    return {f"{ensemble}_{key}": n for ensemble, record in dependents.items()
+            for key, n in record.counts().items() if key in ("sent", "failed")}

@@ -1,6 +1,9 @@
 """One server on its own scratch repository that the lifecycle suite may mutate: the model under
-test, the promotion driver, a baseline to return to after each test, and a restart on the same
-repository. Restoring uses the harness's own load call, never the driver under test."""
+test, the ensembles that depend on it (loaded too, and driven alongside), the promotion driver, a
+baseline to return to after each test, and a restart on the same repository. Restoring uses the
+harness's own load call, never the driver under test. One server serves the whole suite: a test that
+judges the server's own readiness asks for a clean one (require_server_ready), and only then, after a
+failed version load left /v2/health/ready at 400, is the server restarted."""
 
 from __future__ import annotations
 
@@ -19,11 +22,14 @@ from harness.servers import wait
 
 
 class Deployment:
-    def __init__(self, start: Callable[[], object], repository: Path, model: str, driver_class=Driver):
+    def __init__(self, start: Callable[[], object], repository: Path, model: str, driver_class=Driver,
+                 dependents: tuple[str, ...] = (), manifest=None):
         self._start = start
         self.repository = Path(repository)
         self.model = model
         self.driver_class = driver_class
+        self.dependents = tuple(dependents)
+        self.manifest = manifest
         self.server = start()
         self.restarts = 0
         self._baseline = Path(tempfile.mkdtemp(prefix=f"baseline-{model}-", dir=self.repository.parent))
@@ -48,8 +54,14 @@ class Deployment:
     def driver(self) -> Driver:
         return self.driver_class(self.http_url, self.repository, self.model)
 
-    def inputs(self):
-        return request_inputs(self.config)
+    def inputs(self, model: str | None = None):
+        """Requests for `model` (default: the one under test) as its layout takes them."""
+        from harness.repository.layouts import read_layout
+
+        model = model or self.model
+        config = read_config(self.repository / model)
+        declared = self.manifest.layout(model) if self.manifest is not None else None
+        return request_inputs(config, read_layout(config, declared, model))
 
     def index(self) -> list[dict]:
         return [e for e in wait.repository_index(self.http_url) if e.get("name") == self.model]
@@ -61,19 +73,24 @@ class Deployment:
         """Back to the repository as copied: same version directories and config, loaded and ready."""
         shutil.rmtree(self.model_dir)
         shutil.copytree(self._baseline / self.model, self.model_dir, symlinks=True)
-        response = requests.post(f"{self.http_url}/v2/repository/models/{self.model}/load", json={},
-                                 timeout=timeout_s)
-        if not response.ok:
-            raise RuntimeError(f"restoring {self.model} failed: {response.text}")
-        wait.ModelReady(self.model, timeout=timeout_s).wait_for(self.server)
-        deadline = time.monotonic() + 5
+        for model in (self.model, *self.dependents):  # an ensemble a test's version broke loads again
+            response = requests.post(f"{self.http_url}/v2/repository/models/{model}/load", json={},
+                                     timeout=timeout_s)
+            if not response.ok:
+                raise RuntimeError(f"restoring {model} failed: {response.text}")
+            wait.ModelReady(model, timeout=timeout_s).wait_for(self.server)
+
+    def require_server_ready(self, settle_s: float = 5.0) -> None:
+        """A server whose /v2/health/ready answers 200, for a test that judges it: Triton 2.5x keeps a
+        failed version's UNAVAILABLE record (and, with strict readiness, /v2/health/ready at 400) through
+        unload and reload; only a restart clears it. Every other test shares the server as it is."""
+        deadline = time.monotonic() + settle_s
         while not self.server_ready() and time.monotonic() < deadline:
             time.sleep(0.1)
         if not self.server_ready():
-            # Triton 2.5x keeps a failed version's UNAVAILABLE record (and, with strict readiness,
-            # /v2/health/ready at 400) through unload and reload; only a restart clears it.
             self.restarts += 1
             self.restart()
+            wait.ModelReady(self.model, timeout=300).wait_for(self.server)
 
     def server_ready(self) -> bool:
         return requests.get(f"{self.http_url}/v2/health/ready", timeout=5).status_code == 200

@@ -1,10 +1,13 @@
 """One shape for every lifecycle scenario: traffic flowing, a readiness probe watching, an action
-(POST load, remove, pin) in the middle, traffic continuing after — the record is then judged."""
+(POST load, remove, pin) in the middle, traffic continuing after — the record is then judged. The
+ensembles that use the model get traffic of their own through the same window (`dependents`): a
+reload must not break the pipelines built on the model."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.lifecycle.readiness import ReadinessProbe
@@ -16,6 +19,7 @@ class Outcome:
     record: Record
     result: Any
     probe: ReadinessProbe
+    dependents: dict[str, Record] = field(default_factory=dict)  # ensemble -> what its traffic saw
 
     @property
     def posted(self) -> float:
@@ -31,13 +35,24 @@ def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead
     """Traffic runs `tail_s` after the action returns, longer (up to `max_tail_s`) until `min_after`
     requests sent after it were answered: a slow model's verdict needs as many answers as a fast one's."""
     traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=clients)
-    with ReadinessProbe(deployment.http_url, deployment.model) as probe, traffic:
+    dependents = {name: Traffic(deployment.grpc, name, deployment.inputs(name), clients=max(1, clients // 4))
+                  for name in deployment.dependents}
+    with ExitStack() as running:
+        probe = running.enter_context(ReadinessProbe(deployment.http_url, deployment.model))
+        running.enter_context(traffic)
+        for other in dependents.values():
+            running.enter_context(other)
         traffic.wait_for(warmup)
+        for other in dependents.values():
+            other.wait_for(min(warmup, 10))
         time.sleep(lead_s)
-        traffic.mark("load posted")
+        for other in (traffic, *dependents.values()):
+            other.mark("load posted")
         result = action()
         returned = traffic.mark("load returned")
+        for other in dependents.values():
+            other.mark("load returned")
         time.sleep(tail_s)
         traffic.wait_until(lambda r: sum(x.sent > returned for x in r.responses) >= min_after,
                            max(0.0, max_tail_s - tail_s))
-    return Outcome(traffic.record, result, probe)
+    return Outcome(traffic.record, result, probe, {name: other.record for name, other in dependents.items()})

@@ -1,10 +1,15 @@
-"""Which model of a repository the lifecycle suite reloads, and what is on disk for it."""
+"""Which model of a repository the lifecycle suite reloads, what is on disk for it, and which ensembles
+depend on it (their traffic runs too: a reload must not break the pipelines that use the model)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.repository.config import ModelConfig, read_config
+from harness.repository.config import CONFIG_NAME, ModelConfig, read_config
+
+
+class NoTarget(LookupError):
+    """No model of the repository can be driven; the message says why, model by model."""
 
 
 def disk_versions(model_dir: Path) -> list[int]:
@@ -21,23 +26,81 @@ def serves_two_latest(config: ModelConfig) -> bool:
         config.version_policy.latest.num_versions == 2
 
 
-def choose_model(repository: Path, name: str | None = None) -> str:
-    """The explicitly named model; else the one with `latest { num_versions: 2 }` (it was set up for
-    side-by-side versions); else the first Python-backend model (fast to reload on a CPU server)."""
+def read_configs(repository: Path) -> dict[str, ModelConfig | None]:
+    """Every model's config (None where it does not parse: the config suite reports it)."""
+    configs = {}
+    for model_dir in sorted(p for p in Path(repository).iterdir() if (p / CONFIG_NAME).is_file()):
+        try:
+            configs[model_dir.name] = read_config(model_dir)
+        except Exception:
+            configs[model_dir.name] = None
+    return configs
+
+
+def dependent_ensembles(configs: dict[str, ModelConfig | None], model: str) -> list[str]:
+    """Ensembles that schedule `model`, directly or through another ensemble."""
+    found: list[str] = []
+    frontier = [model]
+    while frontier:
+        step = frontier.pop()
+        for name, config in configs.items():
+            if config is not None and config.platform == "ensemble" and name not in found and \
+                    any(s.model_name == step for s in config.ensemble_scheduling.step):
+                found.append(name)
+                frontier.append(name)
+    return sorted(found)
+
+
+def _has_role(name: str, config: ModelConfig, manifest) -> bool:
+    """raw or e2e, declared or read from its layout (harness.repository.layouts)."""
+    from harness.repository.layouts import read_layout
+
+    if manifest is not None and manifest.role(name) in ("raw", "e2e"):
+        return True
+    return read_layout(config, manifest.layout(name) if manifest is not None else None, name).role is not None
+
+
+def why_not_drivable(name: str, configs: dict[str, ModelConfig | None], repository: Path, manifest=None,
+                     unloadable: dict[str, str] | None = None) -> str | None:
+    """Why the lifecycle suite cannot reload `name` and send it requests of its own, or None."""
+    config = configs.get(name)
+    if config is None:
+        return "its config.pbtxt does not parse"
+    if manifest is not None and manifest.skipped(name):
+        return f"{manifest.source} marks it skip"
+    if config.platform == "ensemble":
+        return "an ensemble (its steps are reloaded; it is driven as their dependent)"
+    if unloadable and name in unloadable:
+        return unloadable[name]
+    if not disk_versions(Path(repository) / name):
+        return "no version directory"
+    if not _has_role(name, config, manifest):  # a detector is driven even when an ensemble also feeds it
+        from harness.checks.live import internal_step_of
+        from harness.checks.model import load_entry
+
+        if fed_by := internal_step_of(load_entry(repository, name)):
+            return f"a pipeline step of ensemble {fed_by!r}, fed by its other steps (driven through the ensemble)"
+    return None
+
+
+def choose_model(repository: Path, name: str | None = None, manifest=None,
+                 unloadable: dict[str, str] | None = None) -> str:
+    """The explicitly named model; else, of the models it can drive (not `skip`, not an ensemble, not
+    a step fed by other steps, loadable here), the one with `latest { num_versions: 2 }` (set up for
+    side-by-side versions), else the first Python-backend model (fast to reload), else the first.
+    NoTarget names each model and why it cannot be driven."""
     repository = Path(repository)
     if name:
-        if not (repository / name / "config.pbtxt").is_file():
-            raise LookupError(f"--lifecycle-model {name!r}: no {repository / name / 'config.pbtxt'}")
+        if not (repository / name / CONFIG_NAME).is_file():
+            raise LookupError(f"--lifecycle-model {name!r}: no {repository / name / CONFIG_NAME}")
         return name
-    configs = {}
-    for model_dir in sorted(p for p in repository.iterdir() if (p / "config.pbtxt").is_file()):
-        config = read_config(model_dir)
-        if config.platform == "ensemble" or not disk_versions(model_dir):
-            continue
-        configs[model_dir.name] = config
-    for chooser in (serves_two_latest, is_python_model):
-        for model, config in configs.items():
-            if chooser(config):
+    configs = read_configs(repository)
+    reasons = {model: why_not_drivable(model, configs, repository, manifest, unloadable) for model in configs}
+    drivable = [model for model, reason in reasons.items() if reason is None]
+    for chooser in (serves_two_latest, is_python_model, lambda config: True):
+        for model in drivable:
+            if chooser(configs[model]):
                 return model
-    raise LookupError(f"{repository}: no model with version policy latest{{2}} and no Python-backend model; "
-                      "name one with --lifecycle-model")
+    raise NoTarget("not tested, because no model of the repository can be driven: " +
+                   "; ".join(f"{model}: {reason}" for model, reason in reasons.items()) +
+                   " (name one with --lifecycle-model)")

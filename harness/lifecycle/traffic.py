@@ -53,25 +53,36 @@ class Record:
         return [r for r in self.responses if r.sent >= start and r.done <= end]
 
 
-def request_inputs(config, batch: int = 1, seed: int = 0) -> list[tuple[str, np.ndarray]]:
+def request_inputs(config, layout=None, batch: int = 1, seed: int = 0) -> list[tuple[str, np.ndarray]]:
     """Inputs that fit a ModelConfig: its dims (-1 → 1), batched when max_batch_size > 0, random
-    values of its data type; a TYPE_STRING input (an end-to-end model's encoded images) gets an image
-    of the evaluation set, never numbers."""
+    values of its data type. The image input its layout (harness.repository.layouts) reads gets an image
+    of the evaluation set in the form it takes — encoded bytes, their base64, decoded HWC pixels — and
+    any TYPE_STRING input encoded bytes, never numbers."""
+    import base64
+
     from harness.repository.config import dtype_name
+    from harness.repository.layouts import BASE64, PIXELS
     from tritonclient.utils import triton_to_np_dtype
 
     rng = np.random.default_rng(seed)
+    image = layout.input if layout is not None and layout.input is not None else None
     inputs = []
     for tensor in config.input:
         dtype = dtype_name(tensor.data_type)
-        shape = [1 if d < 0 else d for d in tensor.dims]
-        if config.max_batch_size > 0:
-            shape = [batch, *shape]
-        if dtype in ("STRING", "BYTES"):
-            inputs.append((tensor.name, np.full(shape, _encoded_image(), dtype=np.object_)))
+        kind = image.kind if image is not None and image.name == tensor.name else None
+        lead = [batch] if config.max_batch_size > 0 else []
+        if kind == PIXELS and len(tensor.dims) == 3:  # HWC: the image at the declared size, else its own
+            pixels = _decoded_image(tuple(tensor.dims[:2]))
+            inputs.append((tensor.name, np.broadcast_to(pixels, lead + list(pixels.shape)).copy()))
             continue
-        values = rng.random(shape) if dtype.startswith("FP") else rng.integers(0, 2, shape)
-        inputs.append((tensor.name, values.astype(triton_to_np_dtype(dtype))))
+        shape = lead + [1 if d < 0 else d for d in tensor.dims]
+        if kind == BASE64:
+            inputs.append((tensor.name, np.full(shape, base64.b64encode(_encoded_image()), dtype=np.object_)))
+        elif dtype in ("STRING", "BYTES"):
+            inputs.append((tensor.name, np.full(shape, _encoded_image(), dtype=np.object_)))
+        else:
+            values = rng.random(shape) if dtype.startswith("FP") else rng.integers(0, 2, shape)
+            inputs.append((tensor.name, values.astype(triton_to_np_dtype(dtype))))
     return inputs
 
 
@@ -79,6 +90,18 @@ def _encoded_image() -> bytes:
     from harness.engines.artifacts import EVAL_SET
 
     return next(iter(sorted((EVAL_SET / "images").rglob("*.jpg")))).read_bytes()
+
+
+def _decoded_image(size=(-1, -1)) -> np.ndarray:
+    """The same image decoded, [H, W, 3] RGB UINT8, resized to `size` (H, W) where it is fixed."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(_encoded_image())).convert("RGB")
+    if min(size) > 0:
+        image = image.resize((int(size[1]), int(size[0])))
+    return np.asarray(image)
 
 
 class Traffic:

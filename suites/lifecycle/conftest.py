@@ -1,6 +1,9 @@
 """The lifecycle suite runs its own server, in explicit model-control mode, on its own scratch copy
-of the repository (it adds, breaks and removes versions), and reloads one model: `--lifecycle-model`,
-else the one with `latest { num_versions: 2 }`, else the first Python-backend model.
+of the repository (it adds, breaks and removes versions), with every model this host can load, and
+reloads one model (harness.lifecycle.target): `--lifecycle-model`, else of the models it can drive
+(never a `skip` one, an ensemble, or a step fed by other steps) the one with `latest { num_versions: 2 }`,
+else the first Python-backend model, else the first; none → "not tested, because…" naming each model's
+reason. The ensembles that use it get traffic too.
 
 `--lifecycle-driver MODULE:ATTR` swaps the promotion driver (harness.lifecycle.driver.Driver) for a
 wrapper under test, e.g. fixtures/lifecycle/unload_before_load.py:UnloadBeforeLoad — that is how
@@ -57,10 +60,11 @@ def lifecycle_settings(pytestconfig) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def deployment(pytestconfig, repository_source):
+def deployment(pytestconfig, repository_source, manifest):
     from harness.lifecycle.deployment import Deployment
     from harness.lifecycle.driver import load_driver
-    from harness.lifecycle.target import choose_model
+    from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles, read_configs
+    from harness.reference.loadable import loadable_models, server_backends, unloadable_models
     from harness.repository.scratch import scratch_copy
 
     if pytestconfig.getoption("--triton") == "url":
@@ -70,12 +74,23 @@ def deployment(pytestconfig, repository_source):
     except (ValueError, ImportError, AttributeError) as error:
         raise pytest.UsageError(f"--lifecycle-driver: {error}") from error
     scratch = scratch_copy(repository_source)
-    model = choose_model(scratch, pytestconfig.getoption("--lifecycle-model"))
+    backends = server_backends(pytestconfig.getoption("--triton"), pytestconfig.getoption("--triton-image"))
+    unloadable = unloadable_models(scratch, backends) if backends is not None else {}
+    try:
+        model = choose_model(scratch, pytestconfig.getoption("--lifecycle-model"), manifest, unloadable)
+    except NoTarget as error:
+        pytest.skip(str(error))
+    # The whole repository this host can load: a reload also reloads the ensembles built on the model,
+    # and their traffic runs alongside (a pinned step version the policy retires is caught there).
+    configs = read_configs(scratch)
+    dependents = tuple(e for e in dependent_ensembles(configs, model) if e not in unloadable and not manifest.skipped(e))
+    load = loadable_models(scratch, backends)
     deployment = Deployment(
-        lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=(model,),
+        lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=load,
                              extra_args=("--exit-timeout-secs=5",)),  # restarts: don't wait 30 s
-        scratch, model, driver_class)
-    say(pytestconfig, f"\n[yts lifecycle] model {model!r} with {driver_class.__name__}; {deployment.server.describe()}")
+        scratch, model, driver_class, dependents, manifest)
+    say(pytestconfig, f"\n[yts lifecycle] model {model!r} with {driver_class.__name__}"
+        f"{f', ensembles using it driven too: {list(dependents)}' if dependents else ''}; {deployment.server.describe()}")
     yield deployment
     deployment.stop()
 

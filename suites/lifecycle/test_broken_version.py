@@ -57,7 +57,8 @@ def test_broken_version_under_traffic(deployment, lifecycle_settings, report, fi
     problems += checks.only_versions(record, {old}, "while the broken version failed")
     problems += checks.enough_traffic(record, 100, "around the failed load")
     problems += outcome.probe.problems()
+    problems += checks.dependents_served(outcome.dependents, f"while broken version {version} failed to load")
     server_codes = dict(outcome.probe.codes(1))
     report(record, load_error=outcome.result.error.splitlines()[0][:120] if outcome.result.error else "",
-           server_ready_codes=str(server_codes))
+           server_ready_codes=str(server_codes), **checks.dependent_counts(outcome.dependents))
     assert not problems, "\n".join(problems)

@@ -54,6 +54,7 @@ def test_add_version_under_traffic(deployment, lifecycle_settings, report, polic
     switch, numbers = checks.switch_over(record, old, new, outcome.returned, s.switch_bound_s)
     problems += switch
     problems += outcome.probe.problems()
+    problems += checks.dependents_served(outcome.dependents, f"while version {new} was loaded")
 
     if policy == "latest2":  # both addressable by version, side by side, right after the switch
         pinned = {v: Traffic(deployment.grpc, deployment.model, deployment.inputs(),
@@ -75,6 +76,7 @@ def test_add_version_under_traffic(deployment, lifecycle_settings, report, polic
             problems.append(f"under latest{{2}} versions {old} and {new} should both be READY; index says {sorted(ready)}")
 
     report(record, load_s=outcome.result.seconds, old=old, new=new,
-           server_ready_codes=str(dict(outcome.probe.codes(1))), **numbers)
+           server_ready_codes=str(dict(outcome.probe.codes(1))), **numbers,
+           **checks.dependent_counts(outcome.dependents))
     assert not problems, "\n".join(problems)
 

@@ -31,9 +31,11 @@ def test_rollback_under_traffic(deployment, lifecycle_settings, report, how):
     switch, numbers = checks.switch_over(record, new, old, outcome.returned, s.switch_bound_s)
     problems += switch
     problems += outcome.probe.problems()
+    problems += checks.dependents_served(outcome.dependents, f"while rolling back from {new} to {old} ({how})")
     ready = deployment.ready_versions()
     if old not in ready or new in ready:
         problems.append(f"after the rollback version {old} should be READY and {new} not; index says READY "
                         f"{sorted(ready)}")
-    report(record, load_s=outcome.result.seconds, rolled_back_from=new, to=old, **numbers)
+    report(record, load_s=outcome.result.seconds, rolled_back_from=new, to=old, **numbers,
+           **checks.dependent_counts(outcome.dependents))
     assert not problems, "\n".join(problems)
