@@ -1,7 +1,8 @@
 """Box-level comparison: candidate detections against the reference's, image by image, after NMS, by the
 greedy class-agnostic IoU matching of harness.vision.matching. The report says how many reference boxes
 were found again, what was missed or added, how well the matched boxes overlap, how far scores moved and
-how many classes flipped; `worst` ranks images by how much they differ, for pictures and messages."""
+how many classes flipped; `worst` ranks images by how much they differ, for pictures and messages;
+`missing_causes` says why reference boxes are missing (a cap, empty answers, class-agnostic NMS, misses)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.vision.boxes import iou_matrix
 from harness.vision.matching import match_detections
 
 
@@ -35,6 +37,7 @@ class BoxReport:
     images: list[ImageComparison] = field(default_factory=list)
     ious: list[float] = field(default_factory=list)
     score_deltas: list[float] = field(default_factory=list)
+    compared: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)  # ref, cand, missed
 
     def add(self, image_id: int, reference: np.ndarray, candidate: np.ndarray, iou_threshold: float) -> ImageComparison:
         ref, cand = _valid(reference), _valid(candidate)
@@ -42,6 +45,7 @@ class BoxReport:
         deltas = np.abs(ref[result.pairs[:, 0], 4] - cand[result.pairs[:, 1], 4]) if len(result.pairs) else np.zeros(0)
         self.ious.extend(result.ious.tolist())
         self.score_deltas.extend(deltas.tolist())
+        self.compared.append((ref, cand, result.missed))
         comparison = ImageComparison(
             image_id=image_id, reference=len(ref), candidate=len(cand), matched=len(result.pairs),
             missed=len(result.missed), extra=len(result.extra), class_flips=len(result.class_flips),
@@ -92,6 +96,59 @@ class BoxReport:
         if s["class_flip_share"] > thresholds["max_class_flips"]:
             out.append(f"{s['class_flips']} class flips = {s['class_flip_share']:.1%} of matched boxes (allowed {thresholds['max_class_flips']:.1%})")
         return out
+
+
+    def missing_causes(self, nms_iou: float) -> str | None:
+        """Why reference boxes are missing, each missed box counted under the first cause that explains it:
+        an empty answer where the reference detects (intermittent when other answers are not empty); a cap
+        (no answer has more than K rows, and on images where the reference has more the candidate answers
+        exactly K and what is missing are the reference's lowest scores); class-agnostic suppression (the
+        missed box overlaps a kept candidate box of another class above the NMS IoU threshold `nms_iou`);
+        else a plain miss. None when nothing is missing."""
+        missed = sum(len(m) for _, _, m in self.compared)
+        if not missed:
+            return None
+        answered = [len(c) for r, c, _ in self.compared if len(r)]
+        cap = max((len(c) for _, c, _ in self.compared), default=0)
+        capped = [(r, c, m) for r, c, m in self.compared
+                  if len(c) == cap and len(r) > cap and len(m) and r[m, 4].max() <= _kept_min_score(r, m)]
+        counts = {"empty": 0, "cap": 0, "agnostic": 0, "plain": 0}
+        for ref, cand, miss in self.compared:
+            if not len(miss):
+                continue
+            if not len(cand):
+                counts["empty"] += len(miss)
+            elif cap and len(capped) >= 2 and any(c is cand for _, c, _ in capped):
+                counts["cap"] += len(miss)
+            else:
+                overlap = iou_matrix(ref[miss, :4], cand[:, :4]) > nms_iou
+                other = ref[miss, 5][:, None] != cand[None, :, 5]
+                suppressed = int((overlap & other).any(axis=1).sum())
+                counts["agnostic"] += suppressed
+                counts["plain"] += len(miss) - suppressed
+        empty = sum(1 for n in answered if n == 0)
+        parts = []
+        if counts["empty"]:
+            how = "intermittent empty answers" if empty < len(answered) else "every answer empty"
+            parts.append(f"{how}: {empty} of {len(answered)} requests came back with no detection where the reference"
+                         f" detects ({counts['empty']} boxes)")
+        if counts["cap"]:
+            parts.append(f"a cap: no answer has more than {cap} rows although the reference has up to"
+                         f" {max(len(r) for r, _, _ in capped)}; on {len(capped)} images the answer stops at {cap} and"
+                         f" the reference's lowest-scoring boxes are the ones missing ({counts['cap']} boxes)")
+        if counts["agnostic"]:
+            parts.append(f"class-agnostic suppression: {counts['agnostic']} missed boxes each overlap a kept box of another"
+                         f" class at IoU > {nms_iou:g} (NMS across classes removes them; class-aware NMS keeps them)")
+        if counts["plain"]:
+            parts.append(f"{counts['plain']} plain misses (no empty answer, cap or overlapping box of another class explains them)")
+        return f"{missed} reference boxes missing: " + "; ".join(parts)
+
+
+def _kept_min_score(reference: np.ndarray, missed: np.ndarray) -> float:
+    """The lowest score among the reference boxes that were found again (inf when none was)."""
+    kept = np.ones(len(reference), dtype=bool)
+    kept[missed] = False
+    return float(reference[kept, 4].min()) if kept.any() else np.inf
 
 
 def _valid(detections: np.ndarray) -> np.ndarray:

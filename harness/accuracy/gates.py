@@ -32,3 +32,14 @@ def map_failures(reference: dict[str, dict], candidate: dict[str, dict], thresho
             elif drop > max_drop:
                 out.append(f"{where}: {metric} dropped {drop:.2f} points from FP32's {r:.4f} (allowed {max_drop:g})")
     return out
+
+
+def settings_failures(at_profile: dict, at_candidate: dict, max_loss_points: float) -> list[str]:
+    """The reference's overall mAP lost by the candidate's post-processing settings, in points."""
+    out = []
+    for metric in METRICS:
+        loss = (at_profile[metric] - at_candidate[metric]) * 100
+        if not math.isnan(loss) and loss > max_loss_points:
+            out.append(f"{metric} {at_candidate[metric]:.4f} at its settings vs {at_profile[metric]:.4f} at the profile's:"
+                       f" {loss:.2f} points lost by the settings alone (allowed {max_loss_points:g})")
+    return out

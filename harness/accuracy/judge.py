@@ -1,6 +1,11 @@
 """The three comparison levels over two runs (reference, candidate), each returning its numbers and its
 failure lines; the suite turns failure lines into assertion messages. No thresholds live here: they
-come from the profile, by the precision the candidate is judged as."""
+come from the profile, by the precision the candidate is judged as.
+
+A served end-to-end candidate runs its own post-processing settings (conf, iou, max_det: `settings`).
+The model levels compare it with the reference under those same settings, isolating the model's error;
+`settings_level` scores the reference at the profile's settings and at the candidate's, isolating what
+the settings themselves cost."""
 
 from __future__ import annotations
 
@@ -15,7 +20,10 @@ from harness.accuracy.evalset import EvalSet
 from harness.accuracy.pictures import side_by_side
 from harness.accuracy.profile import Profile
 from harness.accuracy.runner import Run
-from harness.metrics.coco import ClassIdOutOfRange
+from harness.metrics.coco import ClassIdOutOfRange, Detections
+from harness.vision.nms import batched_nms
+
+SETTINGS = ("conf", "iou", "max_det")
 
 
 def tensor_level(reference: Run, candidate: Run, profile: Profile, judge_as: str) -> tuple[list[tensors.TensorStats], list[str]]:
@@ -31,14 +39,39 @@ def tensor_level(reference: Run, candidate: Run, profile: Profile, judge_as: str
     return stats, tensors.failures(stats, tolerances)
 
 
-def box_level(reference: Run, candidate: Run, profile: Profile, judge_as: str) -> tuple[boxes_module.BoxReport, list[str]]:
+def reference_at(reference: Run, settings: dict, ran_iou: float) -> dict[int, np.ndarray]:
+    """The reference's detections under other post-processing settings, re-scored from its run (not
+    inferred again): rows above `conf`, NMS again at `iou` when it is below the IoU the run used
+    (`ran_iou`; a higher IoU cannot bring back what the run suppressed, so the run's stands), the best
+    `max_det`. Greedy NMS over NMS output at a higher IoU equals NMS over all candidates but for rare
+    chains (a box suppressed at `ran_iou` by a box that the lower IoU suppresses in turn)."""
+    out = {}
+    for image_id, rows in reference.at(settings["conf"]).items():
+        if settings["iou"] < ran_iou and len(rows):
+            rows = rows[batched_nms(rows[:, :4], rows[:, 4], rows[:, 5], settings["iou"])]
+        out[image_id] = rows[: int(settings["max_det"])]
+    return out
+
+
+def _reference_rows(reference: Run, profile: Profile, conf: float, settings: dict | None) -> dict[int, np.ndarray]:
+    if settings is None:
+        return reference.at(conf)
+    return reference_at(reference, {**settings, "conf": conf}, profile.eval["iou"])
+
+
+def box_level(reference: Run, candidate: Run, profile: Profile, judge_as: str,
+              settings: dict | None = None) -> tuple[boxes_module.BoxReport, list[str]]:
+    """`settings`: the candidate's own conf / iou / max_det; the reference is compared under them.
+    Failing with boxes missing, the last line says why they are missing (BoxReport.missing_causes)."""
     thresholds = profile.section("boxes", judge_as)
     conf = max(profile.eval["conf"], candidate.conf)
-    ref, cand = reference.at(conf), candidate.at(conf)
+    ref, cand = _reference_rows(reference, profile, conf, settings), candidate.at(conf)
     report = boxes_module.BoxReport()
     for image_id in ref:
         report.add(image_id, ref[image_id], cand.get(image_id, np.zeros((0, 6))), thresholds["match_iou"])
-    return report, report.failures(thresholds)
+    failures = report.failures(thresholds)
+    causes = report.missing_causes((settings or profile.eval)["iou"]) if failures else None
+    return report, failures + ([causes] if causes else [])
 
 
 def mixups(reference: Run, candidate: Run, detector, evalset: EvalSet, profile: Profile, judge_as: str) -> list[str]:
@@ -52,16 +85,26 @@ def mixups(reference: Run, candidate: Run, detector, evalset: EvalSet, profile: 
                             profile.section("boxes", judge_as)["match_iou"], detector.model.name)
 
 
-def map_level(reference: Run, candidate: Run, evalset: EvalSet, profile: Profile, judge_as: str) -> tuple[dict, dict | None, list[str]]:
+def _options(profile: Profile) -> dict:
+    return dict(imgsz=profile.eval["imgsz"], small_max_area=profile.data["slices"]["small_max_area"],
+                large_min_area=profile.data["slices"]["large_min_area"])
+
+
+def _coco(rows_by_id: dict[int, np.ndarray]) -> list[Detections]:
+    return [Detections(i, rows[:, :4], rows[:, 4], rows[:, 5].astype(int)) for i, rows in rows_by_id.items()]
+
+
+def map_level(reference: Run, candidate: Run, evalset: EvalSet, profile: Profile, judge_as: str,
+              settings: dict | None = None) -> tuple[dict, dict | None, list[str]]:
     """Both runs scored at the same threshold: the mAP one for raw candidates, the model's own for an
-    end-to-end candidate (whose detections below it do not exist). A candidate detection whose class
+    end-to-end candidate (whose detections below it do not exist), and under the candidate's own
+    `settings` (iou, max_det) when given. A candidate detection whose class
     id is not one of the set's nc classes cannot be scored: its metrics are None and the failure line
     names the class id and nc."""
     conf = max(profile.eval["map_conf"], candidate.conf)
-    options = dict(imgsz=profile.eval["imgsz"], small_max_area=profile.data["slices"]["small_max_area"],
-                   large_min_area=profile.data["slices"]["large_min_area"])
+    options = _options(profile)
     try:
-        ref_metrics = slices.evaluate(evalset.coco, reference.coco(conf), **options)
+        ref_metrics = slices.evaluate(evalset.coco, _coco(_reference_rows(reference, profile, conf, settings)), **options)
     except ClassIdOutOfRange as error:  # the evaluation set does not fit the reference: a setup error
         raise error.with_model(f"the FP32 reference {reference.name}") from None
     try:
@@ -71,6 +114,27 @@ def map_level(reference: Run, candidate: Run, evalset: EvalSet, profile: Profile
     failures = gates.map_failures(ref_metrics, cand_metrics, profile.section("map", judge_as),
                                   profile.get("map.slice_ratio_slack", 0.0), profile.get("map.slice_drop_slack_points", 0.0))
     return ref_metrics, cand_metrics, failures
+
+
+def settings_level(reference: Run, evalset: EvalSet, profile: Profile, settings: dict, name: str) -> tuple[dict, dict, list[str]]:
+    """What a deployment's own settings cost, apart from its model: the reference's mAP at the profile's
+    conf / iou / max_det against the reference's mAP at the candidate's, gated by the profile's
+    [settings] max_map_loss_points; a failure names each setting that differs and what it alone loses."""
+    ours = {k: profile.eval[k] for k in SETTINGS}
+    options, ran_iou = _options(profile), profile.eval["iou"]
+
+    def score(at: dict) -> dict:
+        return slices.evaluate(evalset.coco, _coco(reference_at(reference, at, ran_iou)), **options)
+
+    at_profile = score(ours)
+    differing = [k for k in SETTINGS if settings[k] != ours[k]]
+    at_candidate = score(settings) if differing else at_profile
+    failures = gates.settings_failures(at_profile["all"], at_candidate["all"], profile.data["settings"]["max_map_loss_points"])
+    if failures:
+        alone = {k: (at_profile["all"]["mAP50_95"] - score({**ours, k: settings[k]})["all"]["mAP50_95"]) * 100 for k in differing}
+        said = ", ".join(f"{k} {settings[k]:g} (profile {ours[k]:g}) alone loses {alone[k]:.2f} points" for k in differing)
+        failures = [f"{name}'s declared {said}"] + failures
+    return at_profile, at_candidate, failures
 
 
 def worst_pictures(reference: Run, candidate: Run, report: boxes_module.BoxReport, evalset: EvalSet, conf: float,

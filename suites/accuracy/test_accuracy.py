@@ -20,6 +20,15 @@ def _fail(header: str, failures: list[str], extra: str = "") -> None:
     pytest.fail(f"{header}:\n  - " + "\n  - ".join(failures) + (f"\n{extra}" if extra else ""), pytrace=False)
 
 
+def _reference_row(settings: dict, profile) -> str:
+    """The summary row of the reference scored under `settings`: its conf, and iou / max_det where they
+    are not the profile's."""
+    if settings["conf"] == profile.eval["map_conf"]:
+        return "fp32 reference"
+    return f"fp32 reference @conf {settings['conf']:g}" + "".join(
+        f" {k} {settings[k]:g}" for k in ("iou", "max_det") if settings[k] != profile.eval[k])
+
+
 def test_tensors(candidate, reference_run, accuracy_runs, pytestconfig):
     """Raw outputs within the precision's tolerances (Polygraphy-style statistics, per output view)."""
     spec, cand, run = candidate
@@ -36,7 +45,7 @@ def test_boxes(candidate, reference_run, accuracy_runs, pytestconfig, report_dir
     """After NMS, the candidate's boxes match the reference's (matched share, extras, IoU, scores, classes)."""
     spec, cand, run = candidate
     judge_as = accuracy_runs.judge_as(spec, cand)
-    report, failures = judge.box_level(reference_run, run, accuracy_runs.profile, judge_as)
+    report, failures = judge.box_level(reference_run, run, accuracy_runs.profile, judge_as, getattr(cand, "thresholds", None))
     summary = report.summary()
     record(pytestconfig, spec.name, "matched", summary["matched"])
     record(pytestconfig, spec.name, "seconds", round(run.seconds, 1))
@@ -54,14 +63,16 @@ def test_map(candidate, reference_run, accuracy_runs, pytestconfig):
     """COCO mAP50-95 / mAP50 as a ratio of FP32's, overall and on every slice (day, night, small, large)."""
     spec, cand, run = candidate
     judge_as = accuracy_runs.judge_as(spec, cand)
-    ref_metrics, cand_metrics, failures = judge.map_level(reference_run, run, accuracy_runs.eval_set, accuracy_runs.profile, judge_as)
+    settings = getattr(cand, "thresholds", None)
+    ref_metrics, cand_metrics, failures = judge.map_level(reference_run, run, accuracy_runs.eval_set, accuracy_runs.profile, judge_as,
+                                                          settings)
     if cand_metrics is None:  # detections naming no class of the evaluation set: no mAP to compute
         _verdict(pytestconfig, spec.name, "mAP")
         _fail(f"{spec.name} mAP vs FP32 reference (judged as {judge_as}, {accuracy_runs.eval_set.describe()})", failures)
-    # An end-to-end candidate has no detections below its own conf: both sides are scored at it.
+    # An end-to-end candidate has no detections below its own conf: both sides are scored at it (and at its iou, max_det).
     conf = max(accuracy_runs.profile.eval["map_conf"], run.conf)
-    suffix = "" if conf == accuracy_runs.profile.eval["map_conf"] else f" @conf {conf:g}"
-    record(pytestconfig, f"fp32 reference{suffix}", "map", ref_metrics)
+    record(pytestconfig, _reference_row({**(settings or accuracy_runs.profile.eval), "conf": conf}, accuracy_runs.profile), "map",
+           ref_metrics)
     record(pytestconfig, spec.name, "map", cand_metrics)
     record(pytestconfig, spec.name, "conf", conf)
     floor = accuracy_runs.profile.eval["min_reference_map50_95"]
@@ -71,6 +82,25 @@ def test_map(candidate, reference_run, accuracy_runs, pytestconfig):
     if failures:
         _verdict(pytestconfig, spec.name, "mAP")
         _fail(f"{spec.name} mAP vs FP32 reference (judged as {judge_as}, {accuracy_runs.eval_set.describe()})", failures)
+
+
+def test_thresholds(candidate, reference_run, accuracy_runs, pytestconfig):
+    """A served end-to-end deployment's own conf / iou / max_det cost the FP32 reference at most the
+    profile's [settings] loss: the reference scored at the profile's settings against at the deployment's
+    (the model's own error is test_boxes' and test_map's, under the deployment's settings)."""
+    spec, cand, run = candidate
+    settings = getattr(cand, "thresholds", None)
+    if settings is None:
+        not_applicable(f"{spec.name}: the harness post-processes it at the profile's settings")
+    profile = accuracy_runs.profile
+    at_profile, at_candidate, failures = judge.settings_level(reference_run, accuracy_runs.eval_set, profile, settings, spec.name)
+    said = lambda at: ", ".join(f"{k} {at[k]:g}" for k in judge.SETTINGS)  # noqa: E731
+    record(pytestconfig, _reference_row(profile.eval, profile), "map", at_profile)
+    record(pytestconfig, _reference_row(settings, profile), "map", at_candidate)
+    if failures:
+        _verdict(pytestconfig, spec.name, "settings")
+        _fail(f"{spec.name}'s settings cost the FP32 reference mAP50-95 {at_profile['all']['mAP50_95']:.4f} at the profile's"
+              f" {said(profile.eval)} -> {at_candidate['all']['mAP50_95']:.4f} at its {said(settings)}", failures)
 
 
 def test_calibration_coverage(candidate_spec, accuracy_runs, pytestconfig):
