@@ -59,3 +59,34 @@ def test_unload_before_load_is_caught_with_a_broken_version(pytester, lifecycle_
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert re.search(r"requests failed while broken version 2 failed to load", out), out[-3000:]
+
+
+def _with_pipeline(repository: Path, pinned: bool) -> None:
+    """fixtures/lifecycle/ensemble_pinned_version next to scale_add; unpinned: its step follows the policy (-1)."""
+    import shutil
+
+    from harness.repository.config import read_config, write_config
+
+    target = repository / "pinned_pipeline"
+    shutil.copytree(FIXTURES / "lifecycle" / "ensemble_pinned_version" / "pinned_pipeline", target)
+    if not pinned:
+        config = read_config(target)
+        config.ensemble_scheduling.step[0].model_version = -1
+        write_config(target, config)
+
+
+@pytest.mark.parametrize("pinned", [False, True], ids=["follows_policy", "pinned_v1"])
+def test_dependent_ensemble_driven_and_a_retired_pin_caught(pytester, lifecycle_repo, pinned):
+    """Issue 25 item 4: the ensembles that use the reloaded model get traffic through the switch; one
+    pinned to the version the policy retires fails there, named."""
+    _with_pipeline(lifecycle_repo, pinned)
+    result = _run(pytester, lifecycle_repo, "test_add_version_under_traffic and latest1")
+    out = result.stdout.str()
+    assert "ensembles using it driven too: ['pinned_pipeline']" in out, out[-3000:]
+    if not pinned:
+        result.assert_outcomes(passed=1)
+        assert re.search(r"pinned_pipeline_sent=[1-9]\d*, pinned_pipeline_failed=0", out), out[-3000:]
+        return
+    result.assert_outcomes(failed=1)
+    assert re.search(r"[1-9]\d* of \d+ requests failed by ensemble 'pinned_pipeline' \(it uses the model\) "
+                     r"while version 2 was loaded", out), out[-3000:]
