@@ -51,15 +51,6 @@ def dependent_ensembles(configs: dict[str, ModelConfig | None], model: str) -> l
     return sorted(found)
 
 
-def _has_role(name: str, config: ModelConfig, manifest) -> bool:
-    """raw or e2e, declared or read from its layout (harness.repository.layouts)."""
-    from harness.repository.layouts import read_layout
-
-    if manifest is not None and manifest.role(name) in ("raw", "e2e"):
-        return True
-    return read_layout(config, manifest.layout(name) if manifest is not None else None, name).role is not None
-
-
 def why_not_drivable(name: str, configs: dict[str, ModelConfig | None], repository: Path, manifest=None,
                      unloadable: dict[str, str] | None = None) -> str | None:
     """Why the lifecycle suite cannot reload `name` and send it requests of its own, or None."""
@@ -74,12 +65,10 @@ def why_not_drivable(name: str, configs: dict[str, ModelConfig | None], reposito
         return unloadable[name]
     if not disk_versions(Path(repository) / name):
         return "no version directory"
-    if not _has_role(name, config, manifest):  # a detector is driven even when an ensemble also feeds it
-        from harness.checks.live import internal_step_of
-        from harness.checks.model import load_entry
+    from harness.repository.pipeline import pipeline_step_of
 
-        if fed_by := internal_step_of(load_entry(repository, name)):
-            return f"a pipeline step of ensemble {fed_by!r}, fed by its other steps (driven through the ensemble)"
+    if fed_by := pipeline_step_of(repository, name, manifest):
+        return f"a pipeline step of ensemble {fed_by!r}, fed by its other steps (driven through the ensemble)"
     return None
 
 

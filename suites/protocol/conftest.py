@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.availability import skip_if_nothing_servable
 from harness.protocol.badinput import CATALOGUE
 from harness.protocol.models import ModelView, discover
 
@@ -26,22 +27,29 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def served_models(triton_server, repository, manifest) -> list[ModelView]:
+def served_models(pytestconfig, triton_server, repository, manifest) -> list[ModelView]:
     """Requests are sized from the served configs, the ONNX graphs in the repository and the declared
     imgsz (harness.repository.sizing), never with a made-up 640 per -1 dim."""
     views = discover(triton_server.endpoints.http, repository=repository, imgsz=manifest.imgsz, manifest=manifest)
+    skip_if_nothing_servable(pytestconfig, views)
     assert views, f"the server serves no READY model; log tail:\n{triton_server.log_tail()}"
     return views
 
 
 @pytest.fixture(scope="session")
-def models_by_role(served_models, manifest) -> dict[str, list[ModelView]]:
+def models_by_role(served_models, manifest, repository) -> dict[str, list[ModelView]]:
     """Tensor and image models by their layouts (harness.repository.layouts: a tensor or pixel input is
     "tensor", encoded or base64 images "image"); a model the manifest declares raw or e2e whose input
-    could not be read takes that role's usual one (raw: tensor, e2e: image), one declared skip none."""
+    could not be read takes that role's usual one (raw: tensor, e2e: image), one declared skip none. A
+    pipeline step (harness.repository.pipeline: fed by its ensemble's other steps) gets none either: it
+    is exercised through its ensemble, never with made-up standalone requests."""
+    from harness.repository.pipeline import pipeline_step_of
+
     declared_roles = {"raw": "tensor", "e2e": "image", "skip": None}
     roles: dict[str, list[ModelView]] = {"tensor": [], "image": []}
     for view in served_models:
+        if (repository / view.name).is_dir() and pipeline_step_of(repository, view.name, manifest):
+            continue
         declared = manifest.role(view.name)
         role = None if declared == "skip" else (view.role or declared_roles[declared]) if declared else view.role
         if role:
