@@ -116,3 +116,53 @@ def test_coverage_fails_a_missing_slice_and_passes_a_full_one():
     failures = coverage.coverage_failures(coverage.coverage_report(day_only, evalset.composition), thresholds)
     assert any("eval slice 'night'" in f and "no calibration image" in f for f in failures), failures
     assert coverage.coverage_failures(coverage.coverage_report(evalset.composition, evalset.composition), thresholds) == []
+
+
+def _boxes(*rows) -> np.ndarray:
+    return np.asarray(rows, dtype=np.float32).reshape(-1, 6)
+
+
+ROWS = _boxes([0, 0, 10, 10, 0.9, 0], [20, 20, 40, 40, 0.8, 1], [50, 50, 60, 60, 0.7, 2], [70, 70, 90, 90, 0.6, 0])
+
+
+def test_missing_causes_tell_a_cap_empty_answers_agnostic_suppression_and_plain_misses_apart():
+    def causes(pairs, nms_iou=0.7):
+        report = boxes.BoxReport()
+        for n, (ref, cand) in enumerate(pairs):
+            report.add(n, ref, cand, 0.5)
+        return report.missing_causes(nms_iou)
+
+    assert causes([(ROWS, ROWS)]) is None
+    capped = causes([(ROWS, ROWS[:2]), (ROWS[:3], ROWS[:2]), (ROWS[:1], ROWS[:1])])
+    assert capped.startswith("3 reference boxes missing: a cap: no answer has more than 2 rows although the reference has up to 4"), capped
+    empty = causes([(ROWS, ROWS[:0]), (ROWS, ROWS), (ROWS, ROWS)])
+    assert "intermittent empty answers: 1 of 3 requests came back with no detection" in empty and "cap" not in empty, empty
+    assert "every answer empty" in causes([(ROWS, ROWS[:0])])
+    # a class-1 box on top of the reference's class-0 box: class-agnostic NMS kept it, the class-0 one is gone
+    twin = _boxes([0, 0, 10, 10, 0.9, 0], [0, 0, 10, 10.5, 0.5, 1])
+    agnostic = causes([(twin, twin[:1]), (ROWS, ROWS)])
+    assert agnostic == ("1 reference boxes missing: class-agnostic suppression: 1 missed boxes each overlap a kept box of"
+                        " another class at IoU > 0.7 (NMS across classes removes them; class-aware NMS keeps them)"), agnostic
+    plain = causes([(ROWS, ROWS[[0, 1, 3]]), (ROWS, ROWS)])  # the third box missing, not the lowest-scoring
+    assert plain == "1 reference boxes missing: 1 plain misses (no empty answer, cap or overlapping box of another class explains them)"
+
+
+def test_reference_is_re_scored_at_other_settings_without_inferring_again():
+    from harness.accuracy.judge import reference_at
+    from harness.accuracy.runner import Run
+
+    overlapping = _boxes([0, 0, 10, 10, 0.9, 0], [0, 0, 10, 14, 0.8, 0], [0, 0, 10, 14, 0.7, 1], [50, 50, 60, 60, 0.3, 0])
+    run = Run("ref", "fp32", "raw", 0.001, detections={1: overlapping})
+    same = reference_at(run, {"conf": 0.25, "iou": 0.7, "max_det": 300}, ran_iou=0.7)[1]
+    assert np.array_equal(same, overlapping)  # at the IoU the run used, its NMS output stands
+    merged = reference_at(run, {"conf": 0.25, "iou": 0.5, "max_det": 300}, ran_iou=0.7)[1]
+    assert merged[:, 4].tolist() == pytest.approx([0.9, 0.7, 0.3])  # class-aware: the class-1 twin stays
+    assert reference_at(run, {"conf": 0.5, "iou": 0.7, "max_det": 2}, ran_iou=0.7)[1][:, 4].tolist() == pytest.approx([0.9, 0.8])
+
+
+def test_settings_gate_states_the_points_lost():
+    at_profile, at_candidate = {"mAP50_95": 0.70, "mAP50": 0.80}, {"mAP50_95": 0.60, "mAP50": 0.795}
+    failures = gates.settings_failures(at_profile, at_candidate, 1.0)
+    assert failures == ["mAP50_95 0.6000 at its settings vs 0.7000 at the profile's: 10.00 points lost by the settings alone"
+                        " (allowed 1)"], failures
+    assert gates.settings_failures(at_profile, at_profile, 1.0) == []
