@@ -70,3 +70,16 @@ def test_broken_repository_is_flagged(pytester, repo):
     assert result.ret == pytest.ExitCode.TESTS_FAILED, f"{repo} passed:\n{output[-3000:]}"
     result.stdout.fnmatch_lines([f"FAILED *::{check}*"])
     assert words in output, f"{repo}: failure does not name the cause ({words!r}):\n{output[-3000:]}"
+
+
+def test_no_drivable_model_says_why(pytester):
+    """Issue 22 item 7: a repository whose models are all `skip` is "not tested, because…" naming each
+    model, never pytest's empty parameter set."""
+    models = sorted(p.name for p in (FIXTURES / "batching" / "batched").iterdir() if (p / "config.pbtxt").is_file())
+    declared = [arg for model in models for arg in ("--model", f"{model}=skip")]
+    result = run_suite(pytester, "batched", *declared, "-k", "none", "-rs")
+    out = result.stdout.str()
+    assert "NOTSET" not in out and result.parseoutcomes().get("skipped", 0) >= 1, out[-2000:]
+    assert "not tested, because no model of the repository can be driven: " in out
+    for model in models:
+        assert f"{model}: command line marks it skip" in out, out[-2000:]

@@ -35,19 +35,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def models_under_test(config: pytest.Config) -> list[str]:
+def batching_targets(config: pytest.Config) -> tuple[list[str], dict[str, str]]:
+    """The models measured, and every other model with why not. Ensembles batch inside their steps; a
+    step without dynamic_batching is pipeline glue (pre/post-processing) reached through its ensemble;
+    a step that batches is measured like any model; `skip` models never are."""
     if config.getoption("--batching-models"):
-        return [m.strip() for m in config.getoption("--batching-models").split(",") if m.strip()]
+        return [m.strip() for m in config.getoption("--batching-models").split(",") if m.strip()], {}
     source = _source(config)
     configs = {p.name: read_config(p) for p in sorted(source.iterdir()) if (p / CONFIG_NAME).is_file()}
-    steps = {step.model_name for c in configs.values() if is_ensemble(c) for step in c.ensemble_scheduling.step}
-    # Ensembles batch inside their steps. A step without dynamic_batching is pipeline glue (pre/post-
-    # processing) reached through its ensemble; a step that batches is measured like any model.
+    steps = {step.model_name: name for name, c in configs.items() if is_ensemble(c)
+             for step in c.ensemble_scheduling.step}
     from harness.plugin import manifest_for
 
     manifest = manifest_for(config)
-    return [name for name, c in configs.items()
-            if not is_ensemble(c) and (name not in steps or c.HasField("dynamic_batching")) and not manifest.skipped(name)]
+    reasons = {}
+    for name, c in configs.items():
+        if manifest.skipped(name):
+            reasons[name] = f"{manifest.source} marks it skip"
+        elif is_ensemble(c):
+            reasons[name] = "an ensemble (it batches inside its steps)"
+        elif name in steps and not c.HasField("dynamic_batching"):
+            reasons[name] = f"a step of ensemble {steps[name]!r} without dynamic_batching (reached through it)"
+    return [name for name in configs if name not in reasons], reasons
 
 
 def _source(config: pytest.Config) -> Path:
@@ -58,7 +67,14 @@ def _source(config: pytest.Config) -> Path:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "model" in metafunc.fixturenames:
-        models = models_under_test(metafunc.config) if measuring(metafunc.config) else ["all"]
+        if not measuring(metafunc.config):
+            metafunc.parametrize("model", ["all"])
+            return
+        models, reasons = batching_targets(metafunc.config)
+        if not models:  # one test saying why, not pytest's empty-parameter-set skip
+            why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items()) or "it has no models"
+            models = [pytest.param(None, id="none", marks=pytest.mark.skip(
+                reason=f"not tested, because no model of the repository can be driven: {why}"))]
         metafunc.parametrize("model", models)
 
 
@@ -73,7 +89,7 @@ class BatchingBench:
         self.option = pytestconfig.getoption
         self.repository = scratch_copy(source)
         self.configs = {}
-        for model in models_under_test(pytestconfig):
+        for model in batching_targets(pytestconfig)[0]:
             if not (self.repository / model / CONFIG_NAME).is_file():
                 raise pytest.UsageError(f"--batching-models: {model} is not a model in {source}")
             self.configs[model] = read_config(self.repository / model)
