@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--certify-profile", default=None,
                     help="with --report-dir: judge the run against this certification profile "
                          "(name in harness/report/profiles or a .toml path); the exit status follows the verdict")
+    group.addoption("--certify-strict", action="store_true", default=None,
+                    help="with --certify-profile: a model this host cannot serve (GPU, backend) denies certification "
+                         "instead of being listed as not tested here")
     group.addoption("--manifest", type=Path, default=None,
                     help="TOML declaring model roles, imgsz, nc (harness/repository/manifest.py documents it); "
                          "default: yts.toml at the repository root, if any")
@@ -132,10 +135,11 @@ def _judge_and_render(config: pytest.Config) -> bool:
 
     report_dir = config.stash[COLLECTOR].report_dir
     profile_name = config.getoption("--certify-profile")
-    verdict = gate.judge(report_dir / "report.json", gate.load_profile(profile_name or "certified"))
+    verdict = gate.judge(report_dir / "report.json", gate.load_profile(profile_name or "certified"),
+                         strict=config.getoption("--certify-strict"))
     line = verdict.line() if profile_name else f"(no --certify-profile) {verdict.line()}"
     html.render(report_dir, line)
-    config.stash[_VERDICT] = line
+    config.stash[_VERDICT] = "\n".join([line, "per model (verdicts by suite):", *verdict.model_rows()])
     return verdict.certified
 
 
@@ -185,9 +189,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from harness import hostinfo
+    from harness.verdicts import NOT_SERVABLE_HERE
 
     skip_slow = pytest.mark.skip(reason="slow: opt in with --run-slow")
-    skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (none found: nvidia-smi/CUDA unavailable)")
+    skip_gpu = pytest.mark.skip(reason=NOT_SERVABLE_HERE + "this check needs an NVIDIA GPU (none found: "
+                                       "nvidia-smi/CUDA unavailable); run on a GPU host")
     has_gpu = None
     for item in items:
         suite = _suite_of(item)
@@ -199,6 +205,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             has_gpu = hostinfo.has_gpu() if has_gpu is None else has_gpu
             if not has_gpu:
                 item.add_marker(skip_gpu)
+    if any(_suite_of(item) for item in items):
+        from harness.availability import mark_unservable
+
+        mark_unservable(config, [item for item in items if _suite_of(item)])
 
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
@@ -289,12 +299,13 @@ def start_server(pytestconfig: pytest.Config, repository: Path, **overrides):
 
 @pytest.fixture(scope="session")
 def triton_server(pytestconfig: pytest.Config, repository: Path):
-    from harness.reference import loadable_models, server_backends
+    from harness.availability import server_facts
+    from harness.reference import loadable_models
 
-    # Models whose backend this server lacks (yolo_onnx/yolo_trt on the embedded server) stay in the
-    # repository for the config suite but out of the load list.
-    backends = server_backends(pytestconfig.getoption("--triton"), pytestconfig.getoption("--triton-image"))
-    server = start_server(pytestconfig, repository, load_models=loadable_models(repository, backends))
+    # Models this host cannot serve (a backend the server lacks: yolo_onnx/yolo_trt on the embedded
+    # server; a GPU it lacks) stay in the repository for the config suite but out of the load list:
+    # their checks are "not tested on this host" (harness.availability).
+    server = start_server(pytestconfig, repository, load_models=loadable_models(repository, *server_facts(pytestconfig)))
     _describe_server(pytestconfig, server)
     from harness.protocol.untrusted import warn_if_host_executes
 

@@ -1,9 +1,11 @@
-"""Three kinds of skip, told apart in the report: a check that does not concern this model ("not
-applicable": an ensemble has no model file to read bindings from), one that could not run on this host
-("not tested": the server lacks the backend), and one that needs an optional tool of the harness's own that
-this host lacks ("not tested here": wrk for the load generator's cross-check). The certification gate
-ignores the first, judges the second against its profile, and lists the third without letting it block:
-it checks the harness, not the repository, and says how to install what is missing."""
+"""Four kinds of skip, told apart in the report: a check that does not concern this model ("not
+applicable": an ensemble has no model file to read bindings from), one of a model this host cannot serve
+("not tested on this host": it needs a GPU or a backend the server lacks, harness.availability), one
+that could not run for another reason ("not tested"), and one that needs an optional tool of the
+harness's own that this host lacks ("not tested here": wrk for the load generator's cross-check). The
+certification gate ignores the first, lists the second per model (blocking only in strict mode), judges
+the third against its profile, and lists the fourth without letting it block: it checks the harness,
+not the repository, and says how to install what is missing."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 NOT_APPLICABLE = "not applicable: "
 NOT_TESTED_HERE = "not tested here, because "
+NOT_SERVABLE_HERE = "not tested on this host, because "
 
 
 def not_applicable(reason: str) -> NoReturn:
@@ -22,3 +25,8 @@ def not_applicable(reason: str) -> NoReturn:
 def optional_tool_missing(reason: str) -> NoReturn:
     """`reason` names the tool and how to get it, e.g. "wrk is not installed (apt-get install wrk)"."""
     pytest.skip(NOT_TESTED_HERE + reason)
+
+
+def not_servable_here(reason: str) -> NoReturn:
+    """`reason` names the model, what it needs and the way out (harness.availability.reason)."""
+    pytest.skip(NOT_SERVABLE_HERE + reason)

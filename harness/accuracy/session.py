@@ -123,7 +123,11 @@ class AccuracySession:
         config = read_config(Path(repository) / spec.target)
         config.name = config.name or spec.target  # Triton names a model by its directory when the config does not
         if not client.is_model_ready(spec.target):
-            pytest.skip(f"{spec.name}: not loaded by this server (its backend is missing here?)")
+            from harness.availability import skip_if_unavailable
+
+            skip_if_unavailable(self.request.config, spec.target)
+            index = {e.get("name"): e for e in client.get_model_repository_index()}
+            pytest.fail(f"{spec.name}: not loaded by this server: {index.get(spec.target, {}).get('reason') or 'not ready'}")
         artifact = served.model_artifact(Path(repository), spec.target)
         manifest = self.request.getfixturevalue("manifest")
         precision = served.served_precision(config, manifest, spec.target, precision_of(artifact) if artifact else "fp32",

@@ -1,13 +1,15 @@
 """Which models of a repository a given server can load: by each config's platform/backend against
-the backends the server has. Our embedded server has the Python backend only (PLATFORM.md), so the
-reference repository's yolo_onnx/yolo_trt stay in the repository (the config suite judges them) but
-out of the load list, and the server still starts strict-ready."""
+the backends the server has, and its instance groups against the host's GPUs. Our embedded server has
+the Python backend only (PLATFORM.md), so the reference repository's yolo_onnx/yolo_trt stay in the
+repository (the config suite judges them) but out of the load list, and the server still starts
+strict-ready. What a model needs that this host lacks is a fact of the host, never the model's fault
+(harness.availability turns it into "not tested" verdicts)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.repository.config import CONFIG_NAME, read_config
+from harness.repository.config import CONFIG_NAME, ConfigError, ModelConfig, read_config
 
 # platform -> the backend that serves it (Triton's platform names; "ensemble" is built in).
 PLATFORM_BACKENDS = {
@@ -29,12 +31,70 @@ def required_backend(config) -> str:
     return PLATFORM_BACKENDS.get(config.platform, config.platform or "<none>")
 
 
-def unloadable_models(repository: Path, backends: set[str]) -> dict[str, str]:
-    """Model name -> why this server cannot load it (missing backend, or an ensemble step that is)."""
-    configs = {d.name: read_config(d) for d in sorted(Path(repository).iterdir()) if (d / CONFIG_NAME).is_file()}
-    available = set(backends) | BUILT_IN
-    reasons = {name: f"needs the {required_backend(c)!r} backend (server has {sorted(backends)})"
-               for name, c in configs.items() if required_backend(c) not in available}
+GPU_ONLY_BACKENDS = {"tensorrt"}  # a plan runs on a GPU whatever its instance group says
+
+
+def _configs(repository: Path) -> dict[str, ModelConfig]:
+    """Every config that parses (one that does not is the config suite's finding, not a host fact)."""
+    configs = {}
+    for directory in sorted(Path(repository).iterdir()):
+        if (directory / CONFIG_NAME).is_file():
+            try:
+                configs[directory.name] = read_config(directory)
+            except ConfigError:
+                pass
+    return configs
+
+
+def _gpus_wanted(config: ModelConfig) -> set[int] | None:
+    """GPU ids the instance groups ask for (empty: any GPU), or None where it runs on a CPU."""
+    wanted = None
+    for group in config.instance_group:
+        if group.kind == group.KIND_GPU or (group.kind == group.KIND_AUTO and group.gpus):
+            wanted = (wanted or set()) | set(group.gpus)
+    if wanted is None and required_backend(config) in GPU_ONLY_BACKENDS:
+        wanted = set()
+    return wanted
+
+
+def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int] | None) -> dict[str, str]:
+    """Model name -> what this host lacks to serve it ("a GPU", "the tensorrt backend", "its step 'x',
+    which needs a GPU"), from its config alone. `backends` None: the server's are unknown; `gpus` None:
+    the server's GPUs are unknown (a running server elsewhere), empty: this host has none."""
+    configs = _configs(repository)
+    needs = {}
+    for name, config in configs.items():
+        lacks = []
+        wanted = _gpus_wanted(config)
+        if wanted is not None and gpus is not None:
+            if not gpus:
+                lacks.append("a GPU")
+            elif wanted - gpus:
+                lacks.append(f"GPU {sorted(wanted - gpus)} (this host has {sorted(gpus)})")
+        backend = required_backend(config)
+        if backends is not None and backend not in set(backends) | BUILT_IN:
+            lacks.append(f"the {backend} backend (this server has {', '.join(sorted(backends))})")
+        if lacks:
+            needs[name] = " and ".join(lacks)
+    changed = True
+    while changed:  # an ensemble is only as servable as its steps
+        changed = False
+        for name, config in configs.items():
+            if name in needs or config.platform != "ensemble":
+                continue
+            for step in config.ensemble_scheduling.step:
+                if step.model_name in needs:
+                    needs[name] = f"its step {step.model_name!r}, which needs {needs[step.model_name]}"
+                    changed = True
+                    break
+    return needs
+
+
+def unloadable_models(repository: Path, backends: set[str], gpus: frozenset[int] | None = None) -> dict[str, str]:
+    """Model name -> why this server cannot load it (a backend or GPU it lacks, or an ensemble step that
+    is missing or unloadable)."""
+    configs = _configs(repository)
+    reasons = {name: f"needs {needs}" for name, needs in host_needs(repository, backends, gpus).items()}
     changed = True
     while changed:  # an ensemble is only as loadable as its steps
         changed = False
@@ -49,12 +109,13 @@ def unloadable_models(repository: Path, backends: set[str]) -> dict[str, str]:
     return reasons
 
 
-def loadable_models(repository: Path, backends_available: set[str] | None) -> tuple[str, ...]:
-    """The --load-model list: every model whose backend the server has; ("*",) when the server's
-    backends are unknown (an NGC image, a running server)."""
+def loadable_models(repository: Path, backends_available: set[str] | None,
+                    gpus: frozenset[int] | None = None) -> tuple[str, ...]:
+    """The --load-model list: every model whose backend (and GPU, where `gpus` is known) the server
+    has; ("*",) when the server's backends are unknown (an NGC image, a running server)."""
     if backends_available is None:
         return ("*",)
-    unloadable = unloadable_models(repository, backends_available)
+    unloadable = unloadable_models(repository, backends_available, gpus)
     return tuple(d.name for d in sorted(Path(repository).iterdir())
                  if (d / CONFIG_NAME).is_file() and d.name not in unloadable)
 

@@ -40,6 +40,8 @@ def pytest_command(args) -> list[str]:
                f"--repo={Path(args.repo).resolve()}" if args.repo else f"--device={args.device}",
                f"--report-dir={report_dir}", f"--certify-profile={args.profile}",
                f"--junitxml={report_dir / 'junit.xml'}", f"--triton={args.triton}", "-q"]
+    if args.strict:
+        command.append("--certify-strict")
     for attr, option in PASSED_ON:
         value = getattr(args, attr)
         if value:
@@ -59,7 +61,7 @@ def certify(args) -> int:
         (report_dir / name).unlink(missing_ok=True)
     print("[yts certify] " + " ".join(command), flush=True)
     status, signum = run_forwarding_signals(command)
-    return conclude(report_dir, args.profile, status, signum)
+    return conclude(report_dir, args.profile, status, signum, args.strict)
 
 
 def _interrupt_with_parent() -> None:
@@ -104,7 +106,7 @@ def run_forwarding_signals(command: list[str]) -> tuple[int, int | None]:
     return status, (received[0][0] if received else None)
 
 
-def conclude(report_dir: Path, profile: str, status: int, signum: int | None) -> int:
+def conclude(report_dir: Path, profile: str, status: int, signum: int | None, strict: bool = False) -> int:
     """Say honestly what happened and what was written; the exit code."""
     from harness.report import gate, html
 
@@ -117,7 +119,7 @@ def conclude(report_dir: Path, profile: str, status: int, signum: int | None) ->
     if report.is_file():
         data = json.loads(report.read_text())
         incomplete = data.get("complete") is False
-        line = gate.judge(data, gate.load_profile(profile)).line()
+        line = gate.judge(data, gate.load_profile(profile), strict=strict or None).line()
         if not (report_dir / "report.html").is_file():  # the run died before rendering: render what it left
             html.render(report_dir, line)
         if not 0 <= status < 128:  # pytest did not finish its session, so did not print the verdict
@@ -147,6 +149,9 @@ def register(subparsers) -> None:
                         help="what a served model computes in (fp32, fp16, int8); the accuracy gates follow it")
     parser.add_argument("--report-dir", default="reports/latest", help="where report.json/html and junit.xml go")
     parser.add_argument("--profile", default="certified", help="certification profile: name in harness/report/profiles or a .toml path")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse certification when a model cannot be served on this host (default: certified for "
+                             "what could be tested here, listing each such model and the way out)")
     parser.add_argument("--suites", nargs="*", choices=SUITES, help="a subset of the suites (default: all)")
     parser.add_argument("--eval-set", help="labelled evaluation set (COCO annotations.json or YOLO images/ + labels/)")
     parser.add_argument("--reference", help="the FP32 ONNX your deployment was built from (the accuracy suite's reference)")

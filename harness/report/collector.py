@@ -8,6 +8,7 @@ run (Ctrl-C, SIGTERM) writes its final one marked incomplete, with the test it w
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import platform
@@ -17,10 +18,22 @@ from pathlib import Path
 
 import pytest
 
-from harness.verdicts import NOT_APPLICABLE, NOT_TESTED_HERE
+from harness.verdicts import NOT_APPLICABLE, NOT_SERVABLE_HERE, NOT_TESTED_HERE
 
 REPORT_NAME = "report.json"
 PARTIAL_EVERY_S = 1.0
+# Checks of the harness's own parts, not of the repository under test: the local properties of our
+# letterbox, the accuracy of our own FP16/INT8 variants, our load generator's overhead and fidelity.
+# Reported apart ("harness self-checks"); never a vendor's pass or failure.
+HARNESS_SELF_CHECKS = (
+    "suites/letterbox/test_forward.py::*", "suites/letterbox/test_inverse.py::*",
+    "suites/accuracy/*[[]variant:*]",
+    "suites/batching/test_batching.py::test_harness_overhead*",
+    "suites/batching/test_batching.py::test_generator_fidelity*",
+)
+EMPTY_PARAMETERS = "got empty parameter set"  # pytest's words for a parametrize with nothing to run on
+# severity order of a suite's verdicts for one model: the worst shows in its row
+SEVERITY = ("error", "failed", "interrupted", "not tested", "passed", "not applicable")
 
 
 def _suite(item_nodeid: str) -> str:
@@ -43,6 +56,8 @@ class ReportCollector:
         self.interrupted: dict | None = None  # {"by": "SIGTERM", "during": nodeid or None}
         self._written = 0.0
         self._write_lock = threading.Lock()
+        self.models: dict[str, str] = {}  # test id -> the model it is about (harness.availability.model_of)
+        self.not_servable: dict[str, str] = {}  # model -> why this host cannot serve it, and the way out
 
     def add_environment(self, **values) -> None:
         self.environment.update({k: v for k, v in values.items() if v is not None})
@@ -52,10 +67,15 @@ class ReportCollector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        entry = self.checks.setdefault(report.nodeid, {
-            "id": report.nodeid, "suite": _suite(report.nodeid), "verdict": "passed",
-            "duration_s": 0.0, "message": "", "values": {},
-        })
+        entry = self.checks.get(report.nodeid)
+        if entry is None:
+            entry = self.checks[report.nodeid] = {
+                "id": _display_id(report.nodeid), "suite": _suite(report.nodeid), "verdict": "passed",
+                "duration_s": 0.0, "message": "", "values": {}}
+            if report.nodeid in self.models:
+                entry["model"] = self.models[report.nodeid]
+            if any(fnmatch.fnmatch(report.nodeid, p) for p in HARNESS_SELF_CHECKS):
+                entry["harness_self_check"] = True
         entry["duration_s"] += report.duration
         entry["values"].update({k: _plain(v) for k, v in report.user_properties})
         if report.skipped:
@@ -63,6 +83,11 @@ class ReportCollector:
             reason = reason.removeprefix("Skipped: ")
             if reason.startswith(NOT_APPLICABLE):
                 entry["verdict"], entry["message"] = "not applicable", reason
+            elif reason.startswith(EMPTY_PARAMETERS):  # parametrized over models, and none fits
+                entry["verdict"] = "not applicable"
+                entry["message"] = NOT_APPLICABLE + "no model of this repository for this check"
+            elif reason.startswith(NOT_SERVABLE_HERE):  # a model this host cannot serve (harness.availability)
+                entry["verdict"], entry["message"], entry["host_limited"] = "not tested", reason, True
             else:
                 entry["verdict"] = "not tested"
                 entry["message"] = reason if reason.startswith("not tested") else "not tested, because " + reason
@@ -74,6 +99,7 @@ class ReportCollector:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
+        self.models = _models_of(session)
         self.write(complete=False)  # from here on a report exists, whatever happens to the run
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
@@ -125,6 +151,8 @@ class ReportCollector:
                 "environment": {"python": platform.python_version(), "platform": platform.platform(),
                                 **_library_versions(), **self.environment},
                 "artifacts": dict(self.artifacts),
+                "not_servable_here": dict(self.not_servable),
+                "models": by_model(self.checks.values()),
                 "checks": [dict(c) for c in list(self.checks.values())],
             }
             path = self.report_dir / REPORT_NAME
@@ -135,7 +163,41 @@ class ReportCollector:
             return path
 
 
-def _headline(report: pytest.TestReport, lines: int = 12) -> str:
+def _display_id(nodeid: str) -> str:
+    """The test id without pytest's placeholder for an empty parameter set."""
+    return nodeid.replace("[NOTSET]", "")
+
+
+def _models_of(session: pytest.Session) -> dict[str, str]:
+    """Test id -> model, for the checks of the suites parametrized by a model of the repository."""
+    suites = [item for item in session.items if _suite(item.nodeid) != "other"]
+    if not suites:
+        return {}
+    from harness.availability import model_of
+    from harness.checks import list_models
+    from harness.plugin import source_repository
+
+    try:
+        models = set(list_models(source_repository(session.config)))
+    except Exception:  # no repository under test (the suites say why)
+        return {}
+    return {item.nodeid: model for item in suites if (model := model_of(item, models)) is not None}
+
+
+def by_model(checks) -> dict[str, dict[str, dict[str, int]]]:
+    """Model -> suite -> verdict -> count: one row per model ("(repository)" for checks of the whole
+    server, "(harness self-checks)" apart), in the severity order."""
+    rows: dict[str, dict[str, dict[str, int]]] = {}
+    for check in checks:
+        row = "(harness self-checks)" if check.get("harness_self_check") else check.get("model", "(repository)")
+        cell = rows.setdefault(row, {}).setdefault(check["suite"], {})
+        cell[check["verdict"]] = cell.get(check["verdict"], 0) + 1
+    return {row: {suite: dict(sorted(cell.items(), key=lambda kv: SEVERITY.index(kv[0]) if kv[0] in SEVERITY else 0))
+                  for suite, cell in sorted(suites.items())}
+            for row, suites in sorted(rows.items(), key=lambda kv: (kv[0].startswith("("), kv[0]))}
+
+
+def _headline(report: pytest.TestReport, lines: int = 40) -> str:
     """The assertion's own words (what was expected, what was found, where), not the traceback."""
     crash = getattr(report.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(report.longrepr)

@@ -25,20 +25,71 @@ class Verdict:
     # the run did not finish (report.json "complete": false): why, and how many checks ran with each verdict
     incomplete: str | None = None
     ran: dict[str, int] = field(default_factory=dict)
+    # model -> why this host cannot serve it and the way out (report.json "not_servable_here"): its
+    # checks are not tested here, blocking only in strict mode
+    not_servable: dict[str, str] = field(default_factory=dict)
+    host_limited: list[dict] = field(default_factory=list)  # required checks not tested on this host
+    strict: bool = False
+    models: dict = field(default_factory=dict)  # report.json "models": model -> suite -> verdict -> count
 
     def line(self) -> str:
-        here = "".join(f"; {c['id']} {c['message'].splitlines()[0]}" for c in self.not_tested_here)
+        """The verdict a person acts on: a headline, then one line per failing check with its whole
+        cause, the checks not tested grouped by reason, one line per model this host cannot serve."""
+        lines = [self._headline()]
+        lines += [f"  {c['verdict'].upper()} {c['id']}: {_one_line(c['message']) or 'no message'}" for c in self.failing]
+        lines += [f"  {reason} ({_ids(checks)})" for reason, checks in _grouped(self.untested).items()]
+        lines += [f"  {reason} ({_ids(checks)})" for reason, checks in _grouped(self.host_limited).items()]
+        lines += [f"  not tested on this host, because {reason} (no check of it ran)"
+                  for model, reason in self.not_servable.items() if not any(c.get("model") == model for c in self.host_limited)
+                  and not any(reason in c["message"] for c in self.host_limited)]
+        lines += [f"  {reason} (harness's optional tool; does not block: {_ids(checks)})"
+                  for reason, checks in _grouped(self.not_tested_here).items()]
+        return "\n".join(lines)
+
+    def _headline(self) -> str:
         if self.incomplete:
-            parts = [f"{c['id']} ({c['verdict']}: {c['message'].splitlines()[0] if c['message'] else 'no message'})"
-                     for c in self.failing]
             what_ran = ", ".join(f"{n} {verdict}" for verdict, n in self.ran.items()) or "nothing"
-            return (f"INCOMPLETE: {self.incomplete}; not certified. What ran: {what_ran}"
-                    + (f"; failing so far: {'; '.join(parts)}" if parts else "") + here)
+            return f"INCOMPLETE: {self.incomplete}; not certified. What ran: {what_ran}"
+        if self.certified and (self.not_servable or self.host_limited):
+            return "CERTIFIED for what could be tested here; not tested: " + "; ".join(self._not_servable_names())
         if self.certified:
-            return "CERTIFIED: every required check passed" + here
-        parts = [f"{c['id']} ({c['verdict']}: {c['message'].splitlines()[0] if c['message'] else 'no message'})"
-                 for c in self.failing + self.untested]
-        return f"NOT CERTIFIED: {len(parts)} required check(s) did not pass: " + "; ".join(parts) + here
+            return "CERTIFIED: every required check passed"
+        causes = [f"{len(self.failing)} required check(s) failed"] if self.failing else []
+        if self.untested:
+            causes.append(f"{len(self.untested)} required check(s) not tested")
+        if self.strict and (self.not_servable or self.host_limited):
+            causes.append("strict: not tested on this host: " + "; ".join(self._not_servable_names()))
+        return "NOT CERTIFIED: " + ", ".join(causes or ["nothing required passed"])
+
+    def _not_servable_names(self) -> list[str]:
+        """Each model this host cannot serve, with what it needs; each other check this host cannot run."""
+        names = [f"{model} (needs {reason.split(' needs ', 1)[-1].split(';')[0]})" for model, reason in self.not_servable.items()]
+        names += [c["id"].split("/")[-1] for c in self.host_limited
+                  if c.get("model") not in self.not_servable and not any(r in c["message"] for r in self.not_servable.values())]
+        return names
+
+    def model_rows(self) -> list[str]:
+        """One line per model: its suites' verdicts (the worst first)."""
+        return [f"  {model}: " + "; ".join(f"{suite} " + ", ".join(f"{n} {v}" for v, n in cell.items())
+                                          for suite, cell in suites.items())
+                for model, suites in self.models.items()]
+
+
+def _one_line(message: str) -> str:
+    return " ".join(part.strip() for part in (message or "").splitlines() if part.strip())
+
+
+def _grouped(checks: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for check in checks:
+        groups.setdefault(_one_line(check["message"]) or check["verdict"], []).append(check)
+    return groups
+
+
+def _ids(checks: list[dict], shown: int = 4) -> str:
+    names = [c["id"].split("/")[-1] for c in checks]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"{len(names)} check(s): " + ", ".join(names[:shown]) + more
 
 
 def load_profile(name_or_path: str | Path = "certified") -> dict:
@@ -54,21 +105,29 @@ def _matches(check_id: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatch(check_id, p) for p in patterns)
 
 
-def judge(report: dict | Path, profile: dict) -> Verdict:
+def judge(report: dict | Path, profile: dict, strict: bool | None = None) -> Verdict:
+    """`strict` (default: the profile's `strict`): a model this host cannot serve denies certification
+    instead of being listed as not tested here. Harness self-checks (report.json "harness_self_check")
+    are about the harness, never required of the repository."""
     if not isinstance(report, dict):
         report = json.loads(Path(report).read_text())
-    required = [c for c in report["checks"] if _matches(c["id"], profile.get("required", []))]
+    strict = profile.get("strict", False) if strict is None else strict
+    required = [c for c in report["checks"] if _matches(c["id"], profile.get("required", []))
+                and not c.get("harness_self_check")]
     failing = [c for c in required if c["verdict"] in ("failed", "error")]
     not_tested = [c for c in required if c["verdict"] == "not tested"]
     here = [c for c in not_tested if c.get("blocks_certification", True) is False]
-    untested = [c for c in not_tested if c not in here
+    host_limited = [c for c in not_tested if c.get("host_limited")]
+    untested = [c for c in not_tested if c not in here and c not in host_limited
                 and not _matches(c["id"], profile.get("allowed_not_tested", []))]
-    certified = bool(required) and not failing and not untested
+    not_servable = dict(report.get("not_servable_here", {}))
+    certified = bool(required) and not failing and not untested and not (strict and (host_limited or not_servable))
     if not required:
         failing = [{"id": "(profile)", "verdict": "failed", "message": "no required check ran at all"}]
     incomplete = _incomplete(report)
     ran = dict(Counter(c["verdict"] for c in report["checks"]).most_common())
-    return Verdict(certified and incomplete is None, failing, untested, here, incomplete, ran)
+    return Verdict(certified and incomplete is None, failing, untested, here, incomplete, ran,
+                   not_servable, host_limited, strict, report.get("models", {}))
 
 
 def _incomplete(report: dict) -> str | None:

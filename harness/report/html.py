@@ -64,6 +64,30 @@ def _pictures(report_dir: Path) -> list[tuple[str, str]]:
             for p in sorted(report_dir.rglob("*.png"))]
 
 
+def _check_table(items: list[dict]) -> str:
+    rows = ["<table><tr><th>check</th><th>verdict</th><th>s</th><th>values</th><th>message</th></tr>"]
+    for c in items:
+        values = ", ".join(f"{k}={v}" for k, v in c["values"].items())
+        rows.append(f"<tr><td>{html.escape(c['id'])}</td><td class='{c['verdict'].replace(' ', '-')}'>{c['verdict']}</td>"
+                    f"<td>{c['duration_s']:.2f}</td><td>{html.escape(values)}</td><td><pre>{html.escape(c['message'])}</pre></td></tr>")
+    return "\n".join(rows + ["</table>"])
+
+
+def _model_table(models: dict) -> str:
+    """One row per model, one column per suite: its checks' verdicts, the worst first."""
+    suites = sorted({suite for row in models.values() for suite in row})
+    rows = ["<h2>Per model</h2><table id='models'><tr><th>model</th>" + "".join(f"<th>{html.escape(s)}</th>" for s in suites) + "</tr>"]
+    for model, row in models.items():
+        cells = []
+        for suite in suites:
+            cell = row.get(suite, {})
+            worst = next(iter(cell), "")
+            text = ", ".join(f"{n} {v}" for v, n in cell.items())
+            cells.append(f"<td class='{worst.replace(' ', '-')}'>{html.escape(text)}</td>")
+        rows.append(f"<tr><th>{html.escape(model)}</th>{''.join(cells)}</tr>")
+    return "\n".join(rows + ["</table>"])
+
+
 def render(report_dir: Path, verdict_line: str) -> Path:
     report_dir = Path(report_dir)
     report = json.loads((report_dir / "report.json").read_text())
@@ -71,7 +95,7 @@ def render(report_dir: Path, verdict_line: str) -> Path:
     out = ["<!doctype html><html><head><meta charset='utf-8'><title>yolo-triton-suite report</title>",
            f"<style>{STYLE}</style></head><body><h1>yolo-triton-suite report</h1>"]
     colour = "#176f2c" if verdict_line.startswith("CERTIFIED") else "#b00020"
-    out.append(f"<p class='verdict' id='verdict' style='border-color:{colour};color:{colour}'>{html.escape(verdict_line)}</p>")
+    out.append(f"<pre class='verdict' id='verdict' style='border-color:{colour};color:{colour}'>{html.escape(verdict_line)}</pre>")
     if report.get("complete") is False:
         of = f"{report.get('ran')} of {report.get('collected')}" if report.get("collected") is not None else str(report.get("ran"))
         out.append(f"<p id='incomplete'><b>Partial report</b>: the run did not finish; {html.escape(of)} tests ran "
@@ -81,16 +105,14 @@ def render(report_dir: Path, verdict_line: str) -> Path:
     out.append(f"<h2>Summary</h2><img id='verdict-plot' alt='verdicts per suite' src='{verdict_plot(checks)}'>")
     if perf := performance_plot(checks):
         out.append(f"<h2>Throughput and latency</h2><img id='performance-plot' alt='throughput vs p95' src='{perf}'>")
+    if report.get("models"):
+        out.append(_model_table(report["models"]))
     by_suite = defaultdict(list)
     for check in checks:
-        by_suite[check["suite"]].append(check)
-    for suite, items in sorted(by_suite.items()):
-        out.append(f"<h2>{html.escape(suite)}</h2><table><tr><th>check</th><th>verdict</th><th>s</th><th>values</th><th>message</th></tr>")
-        for c in items:
-            values = ", ".join(f"{k}={v}" for k, v in c["values"].items())
-            out.append(f"<tr><td>{html.escape(c['id'])}</td><td class='{c['verdict'].replace(' ', '-')}'>{c['verdict']}</td>"
-                       f"<td>{c['duration_s']:.2f}</td><td>{html.escape(values)}</td><td><pre>{html.escape(c['message'])}</pre></td></tr>")
-        out.append("</table>")
+        by_suite["harness self-checks (the harness's own parts, not the repository)" if check.get("harness_self_check")
+                 else check["suite"]].append(check)
+    for suite, items in sorted(by_suite.items(), key=lambda kv: (kv[0].startswith("harness self"), kv[0])):
+        out.append(f"<h2>{html.escape(suite)}</h2>" + _check_table(items))
     pictures = _pictures(report_dir)
     if pictures:
         out.append("<h2>Pictures</h2>")

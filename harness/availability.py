@@ -1,0 +1,105 @@
+"""Which models of the repository under test this host can serve, decided from facts (each config, the
+server's backends, the host's GPUs: harness.reference.loadable.host_needs), so that every check of a
+model that cannot load HERE is "not tested on this host, because <model> needs <...>; <the way out>" —
+once per model, never a traceback per test — while a model that fails to load for its own fault still
+fails, quoting Triton. The server's load list leaves these models out (harness.plugin.triton_server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.verdicts import NOT_SERVABLE_HERE, not_servable_here
+
+_NEEDS = pytest.StashKey[dict]()
+NGC_IMAGE = "nvcr.io/nvidia/tritonserver:<yy.mm>-py3"
+
+
+def server_facts(config: pytest.Config) -> tuple[set[str] | None, frozenset[int] | None]:
+    """(the server's backends, its GPUs): None where unknown (a running server elsewhere, an NGC image's
+    backends); the host's GPUs for a server this run starts (empty without an NVIDIA driver)."""
+    from harness import hostinfo
+    from harness.reference import server_backends
+    from harness.servers.choose import resolve_kind
+
+    kind = config.getoption("--triton")
+    if resolve_kind(kind) == "url":
+        return None, None
+    return server_backends(kind, config.getoption("--triton-image")), hostinfo.gpu_ids() or frozenset()
+
+
+def host_needs(config: pytest.Config) -> dict[str, str]:
+    """Model -> what this host lacks to serve it, for the repository under test (models declared `skip`
+    are the manifest's business, not listed); computed once per run."""
+    if _NEEDS not in config.stash:
+        from harness.plugin import manifest_for, source_repository
+        from harness.reference.loadable import host_needs as needs_of
+
+        try:
+            repository = source_repository(config)
+        except Exception:  # the reference cannot be built here: the suites say so themselves
+            repository = None
+        needs = needs_of(repository, *server_facts(config)) if repository is not None else {}
+        manifest = manifest_for(config) if repository is not None else None
+        config.stash[_NEEDS] = {m: n for m, n in needs.items() if manifest is None or not manifest.skipped(m)}
+        _report(config)
+    return config.stash[_NEEDS]
+
+
+def way_out(needs: str) -> str:
+    if "GPU" in needs and "backend" in needs:
+        return f"run on a GPU host with --triton=container --triton-image {NGC_IMAGE}"
+    if "GPU" in needs:
+        return "run on a GPU host"
+    return f"run with --triton=container --triton-image {NGC_IMAGE}"
+
+
+def reason(model: str, needs: str) -> str:
+    return f"{model} needs {needs}; {way_out(needs)}"
+
+
+def skip_if_unavailable(config: pytest.Config, *models: str) -> None:
+    """For the suites' model-selecting fixtures: a model this host cannot serve is not tested."""
+    needs = host_needs(config)
+    for model in models:
+        if model in needs:
+            not_servable_here(reason(model, needs[model]))
+
+
+def skip_if_nothing_servable(config: pytest.Config, served: list) -> None:
+    """A suite that drives whatever the server serves: with nothing served because nothing is servable
+    here, every check is not tested with each model's reason (not "the server serves no model")."""
+    needs = host_needs(config)
+    if not served and needs:
+        not_servable_here("; ".join(reason(m, n) for m, n in sorted(needs.items())))
+
+
+def model_of(item: pytest.Item, models) -> str | None:
+    """The model a parametrized check is about, where a parameter names one."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for value in params.values():
+        for name in (value, *(getattr(value, a, None) for a in ("model", "name", "target"))):
+            if isinstance(name, str) and name in models:
+                return name
+    return None
+
+
+def mark_unservable(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """At collection: a check parametrized by a model this host cannot serve is not tested, with the
+    reason, except the config suite's offline checks (they read the files, which any host can)."""
+    needs = host_needs(config)
+    if not needs:
+        return
+    for item in items:
+        model = model_of(item, needs)
+        offline = Path(item.path).parent.name == "config" and "live_server" not in item.fixturenames
+        if model is not None and not offline:
+            item.add_marker(pytest.mark.skip(reason=NOT_SERVABLE_HERE + reason(model, needs[model])))
+
+
+def _report(config: pytest.Config) -> None:
+    from harness.plugin import COLLECTOR
+
+    if COLLECTOR in config.stash:
+        config.stash[COLLECTOR].not_servable = {m: reason(m, n) for m, n in config.stash[_NEEDS].items()}
