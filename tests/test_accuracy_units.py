@@ -166,3 +166,24 @@ def test_settings_gate_states_the_points_lost():
     assert failures == ["mAP50_95 0.6000 at its settings vs 0.7000 at the profile's: 10.00 points lost by the settings alone"
                         " (allowed 1)"], failures
     assert gates.settings_failures(at_profile, at_profile, 1.0) == []
+
+
+def test_an_ensembles_thresholds_are_its_post_processing_steps(tmp_path):
+    """An ensemble states no conf itself: the step that post-processes does, and that is what it deploys."""
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    from harness.accuracy.served import e2e_thresholds
+    from harness.repository.config import read_config
+    from harness.repository.writer import write_model
+
+    post = pb.ModelConfig(name="post", backend="python")
+    post.parameters["conf"].string_value = "0.6"
+    post.parameters["iou_threshold"].string_value = "0.45"
+    write_model(tmp_path, post, {1: {"model.py": "# post-processing\n"}})
+    ensemble = pb.ModelConfig(name="pipeline", platform="ensemble")
+    ensemble.ensemble_scheduling.step.add(model_name="post", model_version=-1)
+    write_model(tmp_path, ensemble, {1: {}})
+    defaults = {"conf": 0.25, "iou": 0.7, "max_det": 300}
+    config = read_config(tmp_path / "pipeline")
+    assert e2e_thresholds(config, defaults, repository=tmp_path) == {"conf": 0.6, "iou": 0.45, "max_det": 300}
+    assert e2e_thresholds(config, defaults) == defaults  # without the repository its steps cannot be read

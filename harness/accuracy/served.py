@@ -93,22 +93,35 @@ def _precision_parameter(config, repository: Path | None, seen: frozenset = froz
     return min(found, key=order.index) if found else None
 
 
-def e2e_thresholds(config, defaults: dict, layout: Layout | None = None) -> dict:
-    """conf / iou / max_det as the model's config parameters state them, else the defaults; max_det is
-    the detections output's rows (or NMS boxes) when the config fixes them."""
+def e2e_thresholds(config, defaults: dict, layout: Layout | None = None, repository: Path | None = None) -> dict:
+    """conf / iou / max_det as the model's config parameters state them — for an ensemble, as its steps'
+    configs do (the post-processing step holds them), given the repository — else the defaults; max_det
+    is the detections output's rows (or NMS boxes) when the config fixes them."""
     out = dict(defaults)
     aliases = {"conf": ("conf", "conf_threshold", "score_threshold"), "iou": ("iou", "iou_threshold", "nms_iou"),
                "max_det": ("max_det", "max_detections")}
     for key, names in aliases.items():
-        for name in names:
-            if name in config.parameters:
-                value = config.parameters[name].string_value
+        for parameters in _parameter_sets(config, repository):
+            name = next((n for n in names if n in parameters), None)
+            if name is not None:
+                value = parameters[name].string_value
                 out[key] = int(value) if key == "max_det" else float(value)
                 break
     layout = layout or read_layout(config)
     if layout.output is not None and layout.output.max_det:
         out["max_det"] = int(layout.output.max_det)
     return out
+
+
+def _parameter_sets(config, repository: Path | None) -> list:
+    """The model's own parameters, then each ensemble step's (in step order) when the repository holds it."""
+    found = [config.parameters]
+    if repository is not None:
+        for step in config.ensemble_scheduling.step:
+            step_dir = Path(repository) / step.model_name
+            if (step_dir / "config.pbtxt").is_file():
+                found.append(read_config(step_dir).parameters)
+    return found
 
 
 class ServedRawModel:

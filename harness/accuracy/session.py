@@ -139,7 +139,8 @@ class AccuracySession:
             if layout.input is not None:
                 model.input_name = layout.input.name
             return RawCandidate(spec.name, precision, model, input_name=model.input_name, origin="served", artifact=artifact)
-        thresholds = served.e2e_thresholds(config, {k: self.profile.eval[k] for k in ("conf", "iou", "max_det")}, layout)
+        thresholds = served.e2e_thresholds(config, {k: self.profile.eval[k] for k in ("conf", "iou", "max_det")}, layout,
+                                          Path(repository))
         try:
             detector = served.ServedEndToEndModel(client, config, manifest)
         except ValueError as error:

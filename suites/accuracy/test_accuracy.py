@@ -84,7 +84,7 @@ def test_map(candidate, reference_run, accuracy_runs, pytestconfig):
         _fail(f"{spec.name} mAP vs FP32 reference (judged as {judge_as}, {accuracy_runs.eval_set.describe()})", failures)
 
 
-def test_thresholds(candidate, reference_run, accuracy_runs, pytestconfig):
+def test_thresholds(candidate, reference_run, accuracy_runs, pytestconfig, record_property):
     """A served end-to-end deployment's own conf / iou / max_det cost the FP32 reference at most the
     profile's [settings] loss: the reference scored at the profile's settings against at the deployment's
     (the model's own error is test_boxes' and test_map's, under the deployment's settings)."""
@@ -97,6 +97,12 @@ def test_thresholds(candidate, reference_run, accuracy_runs, pytestconfig):
     said = lambda at: ", ".join(f"{k} {at[k]:g}" for k in judge.SETTINGS)  # noqa: E731
     record(pytestconfig, _reference_row(profile.eval, profile), "map", at_profile)
     record(pytestconfig, _reference_row(settings, profile), "map", at_candidate)
+    for key, value in (("profile_settings", {k: profile.eval[k] for k in judge.SETTINGS}),
+                       ("deployed_settings", {k: settings[k] for k in judge.SETTINGS}),
+                       ("reference_map50_95_at_profile_settings", at_profile["all"]["mAP50_95"]),
+                       ("reference_map50_95_at_deployed_settings", at_candidate["all"]["mAP50_95"]),
+                       ("map50_95_points_lost_by_settings", (at_profile["all"]["mAP50_95"] - at_candidate["all"]["mAP50_95"]) * 100)):
+        record_property(key, value)  # report.json's values for this check: both scores and the loss
     if failures:
         _verdict(pytestconfig, spec.name, "settings")
         _fail(f"{spec.name}'s settings cost the FP32 reference mAP50-95 {at_profile['all']['mAP50_95']:.4f} at the profile's"
