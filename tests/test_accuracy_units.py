@@ -143,6 +143,8 @@ def test_missing_causes_tell_a_cap_empty_answers_agnostic_suppression_and_plain_
     agnostic = causes([(twin, twin[:1]), (ROWS, ROWS)])
     assert agnostic == ("1 reference boxes missing: class-agnostic suppression: 1 missed boxes each overlap a kept box of"
                         " another class at IoU > 0.7 (NMS across classes removes them; class-aware NMS keeps them)"), agnostic
+    assert causes([(twin, twin[:1])], nms_iou=None).endswith("1 plain misses (no empty answer, cap or overlapping box of"
+                                                             " another class explains them)")  # the harness's NMS ran
     plain = causes([(ROWS, ROWS[[0, 1, 3]]), (ROWS, ROWS)])  # the third box missing, not the lowest-scoring
     assert plain == "1 reference boxes missing: 1 plain misses (no empty answer, cap or overlapping box of another class explains them)"
 

@@ -98,13 +98,14 @@ class BoxReport:
         return out
 
 
-    def missing_causes(self, nms_iou: float) -> str | None:
+    def missing_causes(self, nms_iou: float | None) -> str | None:
         """Why reference boxes are missing, each missed box counted under the first cause that explains it:
         an empty answer where the reference detects (intermittent when other answers are not empty); a cap
         (no answer has more than K rows, and on images where the reference has more the candidate answers
         exactly K and what is missing are the reference's lowest scores); class-agnostic suppression (the
-        missed box overlaps a kept candidate box of another class above the NMS IoU threshold `nms_iou`);
-        else a plain miss. None when nothing is missing."""
+        missed box overlaps a kept candidate box of another class above the NMS IoU threshold `nms_iou`;
+        None when the harness ran the candidate's NMS, class-aware); else a plain miss. None when nothing
+        is missing."""
         missed = sum(len(m) for _, _, m in self.compared)
         if not missed:
             return None
@@ -120,6 +121,8 @@ class BoxReport:
                 counts["empty"] += len(miss)
             elif cap and len(capped) >= 2 and any(c is cand for _, c, _ in capped):
                 counts["cap"] += len(miss)
+            elif nms_iou is None:
+                counts["plain"] += len(miss)
             else:
                 overlap = iou_matrix(ref[miss, :4], cand[:, :4]) > nms_iou
                 other = ref[miss, 5][:, None] != cand[None, :, 5]

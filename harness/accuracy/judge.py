@@ -70,7 +70,8 @@ def box_level(reference: Run, candidate: Run, profile: Profile, judge_as: str,
     for image_id in ref:
         report.add(image_id, ref[image_id], cand.get(image_id, np.zeros((0, 6))), thresholds["match_iou"])
     failures = report.failures(thresholds)
-    causes = report.missing_causes((settings or profile.eval)["iou"]) if failures else None
+    nms_iou = (settings or profile.eval)["iou"] if candidate.kind == "e2e" else None  # raw: the harness's class-aware NMS
+    causes = report.missing_causes(nms_iou) if failures else None
     return report, failures + ([causes] if causes else [])
 
 
