@@ -72,7 +72,8 @@ def skip_if_nothing_servable(config: pytest.Config, served: list) -> None:
     here, every check is not tested with each model's reason (not "the server serves no model")."""
     needs = host_needs(config)
     if not served and needs:
-        not_servable_here("; ".join(reason(m, n) for m, n in sorted(needs.items())))
+        not_servable_here(f"no model of the repository can be served here: {', '.join(sorted(needs))} "
+                          "(each one's need and way out is listed once in the verdict)")
 
 
 def model_of(item: pytest.Item, models) -> str | None:
@@ -102,4 +103,4 @@ def _report(config: pytest.Config) -> None:
     from harness.plugin import COLLECTOR
 
     if COLLECTOR in config.stash:
-        config.stash[COLLECTOR].not_servable = {m: reason(m, n) for m, n in config.stash[_NEEDS].items()}
+        config.stash[COLLECTOR].not_servable = {m: reason(m, n) for m, n in sorted(config.stash[_NEEDS].items())}

@@ -20,16 +20,35 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def _certify(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _certify(tmp_path: Path, *extra: str, suites: tuple[str, ...] = ("letterbox",),
+             select: str = "padding or shape") -> tuple[subprocess.CompletedProcess, Path]:
     report_dir = tmp_path / "report"
-    command = [sys.executable, "-m", "harness.cli", "certify", "--repo", str(tmp_path), "--suites", "letterbox",
-               "--report-dir", str(report_dir), "--", "-p", "no:randomly", "-k", "padding or shape", *extra]
+    command = [sys.executable, "-m", "harness.cli", "certify", "--repo", str(tmp_path), "--suites", *suites,
+               "--report-dir", str(report_dir), "--", "-p", "no:randomly", "-k", select, *extra]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300), report_dir
+
+
+def verdict_block(stdout: str, headline: str = "NOT CERTIFIED") -> str | None:
+    """The certification verdict: its headline and the indented lines under it (one per cause)."""
+    lines = stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(headline)), None)
+    if start is None:
+        return None
+    block = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        block.append(line)
+    return "\n".join(block)
 
 
 @pytest.fixture(scope="module")
 def certified_run(tmp_path_factory):
-    return _certify(tmp_path_factory.mktemp("good"))
+    """A repository's offline config checks and the harness's own letterbox (self-checks, reported apart)."""
+    from tests.conftest import write_scale_add
+
+    repository = write_scale_add(tmp_path_factory.mktemp("good") / "models").parent
+    return _certify(repository, suites=("letterbox", "config"), select="padding or shape or test_schema")
 
 
 def test_reference_is_certified(certified_run):
@@ -38,6 +57,10 @@ def test_reference_is_certified(certified_run):
     assert "CERTIFIED: every required check passed" in result.stdout
     report = json.loads((report_dir / "report.json").read_text())
     assert report["checks"] and all(c["verdict"] == "passed" for c in report["checks"])
+    # the harness's own letterbox is reported apart, never as the repository's pass
+    assert {c["suite"] for c in report["checks"] if not c.get("harness_self_check")} == {"config"}
+    assert set(report["models"]) == {"scale_add", "(harness self-checks)"}, report["models"]
+    assert "scale_add: config 1 passed" in result.stdout
     assert report["environment"]["onnxruntime"]
     assert (report_dir / "junit.xml").read_text().count("<testcase") == len(report["checks"])
 
@@ -45,8 +68,8 @@ def test_reference_is_certified(certified_run):
 def test_broken_input_is_not_certified_and_named(tmp_path):
     result, report_dir = _certify(tmp_path, "--letterbox-impl", "fixtures.letterbox.pad_zero:LETTERBOX")
     assert result.returncode != 0
-    line = next(l for l in result.stdout.splitlines() if l.startswith("NOT CERTIFIED"))
-    assert "suites/letterbox/" in line and "failed" in line, line
+    block = verdict_block(result.stdout)
+    assert block is not None and "FAILED suites/letterbox/" in block, result.stdout[-3000:]
     verdict = gate.judge(report_dir / "report.json", gate.load_profile("certified"))
     assert not verdict.certified and verdict.failing
 
@@ -75,8 +98,9 @@ def test_needs_wrk():
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--report-dir={report_dir}",
                                            f"--certify-profile={profile}")
     assert result.ret == 0, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["CERTIFIED: every required check passed; *test_needs_wrk not tested here, "
-                                 "because wrk is not installed (apt-get install wrk)"])
+    result.stdout.fnmatch_lines(["CERTIFIED: every required check passed",
+                                 "  not tested here, because wrk is not installed (apt-get install wrk) (harness's optional "
+                                 "tool; does not block: 1 check(s): test_tool.py::test_needs_wrk)"])
     check = next(c for c in json.loads((report_dir / "report.json").read_text())["checks"]
                  if c["id"].endswith("test_needs_wrk"))
     assert check["verdict"] == "not tested" and check["blocks_certification"] is False
@@ -160,9 +184,9 @@ def test_broken_repository_is_not_certified_and_the_verdict_names_it(tmp_path, s
     result = _certify_repo(ROOT / "fixtures" / suite / fixture, tmp_path / "report", suite, *selection,
                            env=SERVING_HOST.get(fixture) if suite == "config" else None)
     assert result.returncode != 0, f"{fixture} was certified:\n{result.stdout[-3000:]}"
-    line = next((l for l in result.stdout.splitlines() if l.startswith("NOT CERTIFIED")), None)
-    assert line is not None, result.stdout[-3000:]
-    assert check in line, f"the verdict does not name {check} for {fixture}: {line}"
+    block = verdict_block(result.stdout)
+    assert block is not None, result.stdout[-3000:]
+    assert f"FAILED suites/{suite}/" in block and check in block, f"the verdict does not name {check} for {fixture}: {block}"
 
 
 @pytest.mark.server
@@ -175,6 +199,6 @@ def test_promotion_that_unloads_first_is_not_certified(tmp_path):
     repository = write_scale_add(tmp_path / "models").parent
     result = _certify_repo(repository, tmp_path / "report", "lifecycle", "-k", "test_add_version_under_traffic and latest1",
                            "--lifecycle-driver", UNLOAD_FIRST, "--lifecycle-lead-s=0.5", "--lifecycle-tail-s=1.0")
-    line = next((l for l in result.stdout.splitlines() if l.startswith("NOT CERTIFIED")), None)
-    assert result.returncode != 0 and line is not None, result.stdout[-3000:]
-    assert "test_add_version_under_traffic" in line, line
+    block = verdict_block(result.stdout)
+    assert result.returncode != 0 and block is not None, result.stdout[-3000:]
+    assert "test_add_version_under_traffic" in block, block

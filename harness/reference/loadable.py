@@ -32,6 +32,15 @@ def required_backend(config) -> str:
 
 
 GPU_ONLY_BACKENDS = {"tensorrt"}  # a plan runs on a GPU whatever its instance group says
+HOST = "host"  # `gpus` default: this host's GPUs (harness.hostinfo), for a server the harness starts here
+
+
+def _resolve(gpus) -> frozenset[int] | None:
+    if gpus == HOST:
+        from harness import hostinfo
+
+        return hostinfo.gpu_ids() or frozenset()
+    return gpus
 
 
 def _configs(repository: Path) -> dict[str, ModelConfig]:
@@ -57,11 +66,11 @@ def _gpus_wanted(config: ModelConfig) -> set[int] | None:
     return wanted
 
 
-def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int] | None) -> dict[str, str]:
+def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int] | None | str = HOST) -> dict[str, str]:
     """Model name -> what this host lacks to serve it ("a GPU", "the tensorrt backend", "its step 'x',
     which needs a GPU"), from its config alone. `backends` None: the server's are unknown; `gpus` None:
-    the server's GPUs are unknown (a running server elsewhere), empty: this host has none."""
-    configs = _configs(repository)
+    the server's GPUs are unknown (a running server elsewhere), empty: none; default: this host's."""
+    configs, gpus = _configs(repository), _resolve(gpus)
     needs = {}
     for name, config in configs.items():
         lacks = []
@@ -90,7 +99,7 @@ def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int]
     return needs
 
 
-def unloadable_models(repository: Path, backends: set[str], gpus: frozenset[int] | None = None) -> dict[str, str]:
+def unloadable_models(repository: Path, backends: set[str], gpus: frozenset[int] | None | str = HOST) -> dict[str, str]:
     """Model name -> why this server cannot load it (a backend or GPU it lacks, or an ensemble step that
     is missing or unloadable)."""
     configs = _configs(repository)
@@ -110,9 +119,9 @@ def unloadable_models(repository: Path, backends: set[str], gpus: frozenset[int]
 
 
 def loadable_models(repository: Path, backends_available: set[str] | None,
-                    gpus: frozenset[int] | None = None) -> tuple[str, ...]:
-    """The --load-model list: every model whose backend (and GPU, where `gpus` is known) the server
-    has; ("*",) when the server's backends are unknown (an NGC image, a running server)."""
+                    gpus: frozenset[int] | None | str = HOST) -> tuple[str, ...]:
+    """The --load-model list: every model whose backend and GPUs (this host's by default; None:
+    unknown) the server has; ("*",) when the server's backends are unknown (an NGC image, a running server)."""
     if backends_available is None:
         return ("*",)
     unloadable = unloadable_models(repository, backends_available, gpus)

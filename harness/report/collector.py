@@ -25,8 +25,10 @@ PARTIAL_EVERY_S = 1.0
 # Checks of the harness's own parts, not of the repository under test: the local properties of our
 # letterbox, the accuracy of our own FP16/INT8 variants, our load generator's overhead and fidelity.
 # Reported apart ("harness self-checks"); never a vendor's pass or failure.
+LOCAL_LETTERBOX = ("suites/letterbox/test_forward.py::*", "suites/letterbox/test_inverse.py::*")
+OWN_LETTERBOX = "harness.vision.letterbox:LETTERBOX"  # judged locally unless --letterbox-impl names another
 HARNESS_SELF_CHECKS = (
-    "suites/letterbox/test_forward.py::*", "suites/letterbox/test_inverse.py::*",
+    *LOCAL_LETTERBOX,
     "suites/accuracy/*[[]variant:*]",
     "suites/batching/test_batching.py::test_harness_overhead*",
     "suites/batching/test_batching.py::test_generator_fidelity*",
@@ -58,6 +60,7 @@ class ReportCollector:
         self._write_lock = threading.Lock()
         self.models: dict[str, str] = {}  # test id -> the model it is about (harness.availability.model_of)
         self.not_servable: dict[str, str] = {}  # model -> why this host cannot serve it, and the way out
+        self.self_checks = HARNESS_SELF_CHECKS
 
     def add_environment(self, **values) -> None:
         self.environment.update({k: v for k, v in values.items() if v is not None})
@@ -74,7 +77,7 @@ class ReportCollector:
                 "duration_s": 0.0, "message": "", "values": {}}
             if report.nodeid in self.models:
                 entry["model"] = self.models[report.nodeid]
-            if any(fnmatch.fnmatch(report.nodeid, p) for p in HARNESS_SELF_CHECKS):
+            if any(fnmatch.fnmatch(report.nodeid, p) for p in self.self_checks):
                 entry["harness_self_check"] = True
         entry["duration_s"] += report.duration
         entry["values"].update({k: _plain(v) for k, v in report.user_properties})
@@ -100,6 +103,9 @@ class ReportCollector:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
         self.models = _models_of(session)
+        if session.config.getoption("letterbox_impl", default=OWN_LETTERBOX) != OWN_LETTERBOX:
+            # the local letterbox checks judge the user's implementation: theirs, not a self-check
+            self.self_checks = tuple(p for p in HARNESS_SELF_CHECKS if p not in LOCAL_LETTERBOX)
         self.write(complete=False)  # from here on a report exists, whatever happens to the run
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:

@@ -40,8 +40,7 @@ class Verdict:
         lines += [f"  {reason} ({_ids(checks)})" for reason, checks in _grouped(self.untested).items()]
         lines += [f"  {reason} ({_ids(checks)})" for reason, checks in _grouped(self.host_limited).items()]
         lines += [f"  not tested on this host, because {reason} (no check of it ran)"
-                  for model, reason in self.not_servable.items() if not any(c.get("model") == model for c in self.host_limited)
-                  and not any(reason in c["message"] for c in self.host_limited)]
+                  for model, reason in self.not_servable.items() if not any(reason in c["message"] for c in self.host_limited)]
         lines += [f"  {reason} (harness's optional tool; does not block: {_ids(checks)})"
                   for reason, checks in _grouped(self.not_tested_here).items()]
         return "\n".join(lines)
@@ -65,7 +64,7 @@ class Verdict:
         """Each model this host cannot serve, with what it needs; each other check this host cannot run."""
         names = [f"{model} (needs {reason.split(' needs ', 1)[-1].split(';')[0]})" for model, reason in self.not_servable.items()]
         names += [c["id"].split("/")[-1] for c in self.host_limited
-                  if c.get("model") not in self.not_servable and not any(r in c["message"] for r in self.not_servable.values())]
+                  if c.get("model") not in self.not_servable and not any(m in c["message"] for m in self.not_servable)]
         return names
 
     def model_rows(self) -> list[str]:
