@@ -104,7 +104,7 @@ def test_loadable_models_leave_out_missing_backends_and_their_ensembles(tmp_path
     assert set(python_only) == {"yolo_raw", "yolo_e2e", "yolo_preprocess", "yolo_postprocess", "yolo_ensemble"}
     assert "tensorrt" in unloadable_models(repository, {"python"})["yolo_trt"]
     assert loadable_models(repository, None) == ("*",)
-    assert set(loadable_models(repository, {"python", "onnxruntime", "tensorrt"})) == {
+    assert set(loadable_models(repository, {"python", "onnxruntime", "tensorrt"}, frozenset({0}))) == {
         p.name for p in repository.iterdir()}
     # An ensemble whose step cannot load is not loadable either.
     raw = read_config(repository / "yolo_raw")
