@@ -67,6 +67,17 @@ def skip_if_unavailable(config: pytest.Config, *models: str) -> None:
             not_servable_here(reason(model, needs[model]))
 
 
+def skip_if_only_the_host_blocks(config: pytest.Config, choose) -> None:
+    """For a suite that picks one model to drive and found none: when `choose()` (the same choice with
+    the host's limits ignored) finds one, this host is what stops it — not tested on this host, with
+    that model's need and way out."""
+    try:
+        model = choose()
+    except LookupError:
+        return
+    skip_if_unavailable(config, model)
+
+
 def skip_if_nothing_servable(config: pytest.Config, served: list) -> None:
     """A suite that drives whatever the server serves: with nothing served because nothing is servable
     here, every check is not tested with each model's reason (not "the server serves no model")."""

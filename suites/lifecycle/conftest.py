@@ -61,6 +61,7 @@ def lifecycle_settings(pytestconfig) -> Settings:
 
 @pytest.fixture(scope="session")
 def deployment(pytestconfig, repository_source, manifest):
+    from harness.availability import skip_if_only_the_host_blocks
     from harness.lifecycle.deployment import Deployment
     from harness.lifecycle.driver import load_driver
     from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles, read_configs
@@ -79,6 +80,7 @@ def deployment(pytestconfig, repository_source, manifest):
     try:
         model = choose_model(scratch, pytestconfig.getoption("--lifecycle-model"), manifest, unloadable)
     except NoTarget as error:
+        skip_if_only_the_host_blocks(pytestconfig, lambda: choose_model(scratch, None, manifest, {}))
         pytest.skip(str(error))
     # The whole repository this host can load: a reload also reloads the ensembles built on the model,
     # and their traffic runs alongside (a pinned step version the policy retires is caught there).
