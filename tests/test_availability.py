@@ -139,3 +139,14 @@ def test_ok():
     checks = {c["id"].split("::")[-1]: c for c in json.loads((report_dir / "report.json").read_text())["checks"]}
     assert checks["test_per_model"]["verdict"] == "not applicable", checks
     assert checks["test_per_model"]["message"] == "not applicable: no model of this repository for this check"
+
+
+def test_models_declared_skip_are_excluded_not_blocking():
+    report = {"declared_skip": ["tokenizer"], "checks": [
+        _check("suites/config/test_r.py::test_role[tokenizer]", "not tested", "not tested, because yts.toml marks tokenizer skip",
+               model="tokenizer"),
+        _check("suites/config/test_r.py::test_role[detector]", "passed", model="detector"),
+    ]}
+    verdict = gate.judge(report, gate.load_profile("certified"))
+    assert verdict.certified and verdict.line().splitlines() == [
+        "CERTIFIED: every required check passed", "  excluded, declared skip: tokenizer"]

@@ -61,6 +61,7 @@ class ReportCollector:
         self.models: dict[str, str] = {}  # test id -> the model it is about (harness.availability.model_of)
         self.not_servable: dict[str, str] = {}  # model -> why this host cannot serve it, and the way out
         self.self_checks = HARNESS_SELF_CHECKS
+        self.declared_skip: list[str] = []
 
     def add_environment(self, **values) -> None:
         self.environment.update({k: v for k, v in values.items() if v is not None})
@@ -103,6 +104,7 @@ class ReportCollector:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
         self.models = _models_of(session)
+        self.declared_skip = _declared_skip(session)
         if session.config.getoption("letterbox_impl", default=OWN_LETTERBOX) != OWN_LETTERBOX:
             # the local letterbox checks judge the user's implementation: theirs, not a self-check
             self.self_checks = tuple(p for p in HARNESS_SELF_CHECKS if p not in LOCAL_LETTERBOX)
@@ -158,6 +160,7 @@ class ReportCollector:
                                 **_library_versions(), **self.environment},
                 "artifacts": dict(self.artifacts),
                 "not_servable_here": dict(self.not_servable),
+                "declared_skip": list(self.declared_skip),
                 "models": by_model(self.checks.values()),
                 "checks": [dict(c) for c in list(self.checks.values())],
             }
@@ -188,6 +191,19 @@ def _models_of(session: pytest.Session) -> dict[str, str]:
     except Exception:  # no repository under test (the suites say why)
         return {}
     return {item.nodeid: model for item in suites if (model := model_of(item, models)) is not None}
+
+
+def _declared_skip(session: pytest.Session) -> list[str]:
+    """Models the manifest (or --model NAME=skip) leaves out: excluded from the verdict, never blocking."""
+    if not any(_suite(item.nodeid) != "other" for item in session.items):
+        return []
+    from harness.plugin import manifest_for
+
+    try:
+        manifest = manifest_for(session.config)
+    except Exception:  # no repository under test
+        return []
+    return sorted(name for name in manifest.models if manifest.skipped(name))
 
 
 def by_model(checks) -> dict[str, dict[str, dict[str, int]]]:

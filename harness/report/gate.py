@@ -31,6 +31,7 @@ class Verdict:
     host_limited: list[dict] = field(default_factory=list)  # required checks not tested on this host
     strict: bool = False
     models: dict = field(default_factory=dict)  # report.json "models": model -> suite -> verdict -> count
+    declared_skip: list[str] = field(default_factory=list)  # models the manifest leaves out: not judged
 
     def line(self) -> str:
         """The verdict a person acts on: a headline, then one line per failing check with its whole
@@ -43,6 +44,8 @@ class Verdict:
                   for model, reason in self.not_servable.items() if not any(reason in c["message"] for c in self.host_limited)]
         lines += [f"  {reason} (harness's optional tool; does not block: {_ids(checks)})"
                   for reason, checks in _grouped(self.not_tested_here).items()]
+        if self.declared_skip:
+            lines.append(f"  excluded, declared skip: {', '.join(self.declared_skip)}")
         return "\n".join(lines)
 
     def _headline(self) -> str:
@@ -111,8 +114,9 @@ def judge(report: dict | Path, profile: dict, strict: bool | None = None) -> Ver
     if not isinstance(report, dict):
         report = json.loads(Path(report).read_text())
     strict = profile.get("strict", False) if strict is None else strict
+    skipped = set(report.get("declared_skip", []))
     required = [c for c in report["checks"] if _matches(c["id"], profile.get("required", []))
-                and not c.get("harness_self_check")]
+                and not c.get("harness_self_check") and c.get("model") not in skipped]
     failing = [c for c in required if c["verdict"] in ("failed", "error")]
     not_tested = [c for c in required if c["verdict"] == "not tested"]
     here = [c for c in not_tested if c.get("blocks_certification", True) is False]
@@ -126,7 +130,7 @@ def judge(report: dict | Path, profile: dict, strict: bool | None = None) -> Ver
     incomplete = _incomplete(report)
     ran = dict(Counter(c["verdict"] for c in report["checks"]).most_common())
     return Verdict(certified and incomplete is None, failing, untested, here, incomplete, ran,
-                   not_servable, host_limited, strict, report.get("models", {}))
+                   not_servable, host_limited, strict, report.get("models", {}), sorted(skipped))
 
 
 def _incomplete(report: dict) -> str | None:
