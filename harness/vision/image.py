@@ -1,7 +1,8 @@
 """Encoded image bytes -> HWC uint8 RGB, the way the end-to-end model receives its requests.
 
 PIL decodes; EXIF orientation is applied (cv2.imread, which ultralytics uses, does the same by
-default); grayscale, palette, CMYK and RGBA become RGB (alpha dropped, as cv2.imread does). Every
+default); grayscale, palette, CMYK and RGBA become RGB (alpha dropped, as cv2.imread does), 16-bit
+grayscale keeps its high byte (as cv2.imread does; PIL's own convert would clip it to white). Every
 failure is a ValueError that says what was wrong, and the pixel count is checked from the header,
 before any decoding, so a decompression bomb costs no memory.
 """
@@ -41,6 +42,8 @@ def decode_image_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.
             image = ImageOps.exif_transpose(image)
         except (OSError, SyntaxError, ValueError) as error:
             raise ValueError(f"image data is truncated or corrupt ({image.format} {w}x{h}): {error}") from error
+    if image.mode in ("I;16", "I;16L", "I;16B", "I"):  # 16-bit gray: scale to 8 bits, never clip
+        image = Image.fromarray((np.asarray(image, dtype=np.uint32) >> 8).astype(np.uint8), "L")
     if image.mode != "RGB":
         image = image.convert("RGB")
     return np.asarray(image, dtype=np.uint8)
