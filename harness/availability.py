@@ -78,6 +78,20 @@ def skip_if_only_the_host_blocks(config: pytest.Config, choose) -> None:
     skip_if_unavailable(config, model)
 
 
+def engine_absent_here(config: pytest.Config, entry, findings: list) -> list:
+    """For the layout check: a model that needs a GPU this host lacks, whose engine file is absent (an
+    engine is built on the GPU host that serves it, so it cannot be made here): those findings are not
+    judged, and with none other left the check is not tested on this host, saying so."""
+    needs = host_needs(config).get(entry.name)
+    if not needs or "GPU" not in needs or not entry.model_filename:
+        return findings
+    rest = [f for f in findings if not f.file.endswith("/" + entry.model_filename)]
+    if len(rest) < len(findings) and not rest:
+        not_servable_here(f"{reason(entry.name, needs)} (its engine {entry.model_filename} is absent: it is built on "
+                          "the GPU host that serves it)")
+    return rest
+
+
 def skip_if_nothing_servable(config: pytest.Config, served: list) -> None:
     """A suite that drives whatever the server serves: with nothing served because nothing is servable
     here, every check is not tested with each model's reason (not "the server serves no model")."""

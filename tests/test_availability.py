@@ -150,3 +150,21 @@ def test_models_declared_skip_are_excluded_not_blocking():
     verdict = gate.judge(report, gate.load_profile("certified"))
     assert verdict.certified and verdict.line().splitlines() == [
         "CERTIFIED: every required check passed", "  excluded, declared skip: tokenizer"]
+
+
+@on_a_gpu_host
+def test_absent_engine_of_a_gpu_only_model_is_not_tested_here_but_a_missing_model_py_fails(tmp_path):
+    repository = tmp_path / "models"
+    plan = read_config(FIXTURES / "host_limited" / "yolo_onnx")
+    plan.name, plan.platform = "yolo_trt", "tensorrt_plan"
+    write_config(repository / "yolo_trt", plan)
+    (repository / "yolo_trt" / "1").mkdir()  # the engine is built on the GPU host that serves it
+    write_config(repository / "yolo_preprocess", read_config(FIXTURES / "host_limited" / "yolo_preprocess"))
+    (repository / "yolo_preprocess" / "1").mkdir()  # model.py forgotten: the repository's own fault
+    result = subprocess.run([sys.executable, "-m", "pytest", "suites/config", f"--repo={repository}", "-k", "test_layout",
+                             "-p", "no:randomly", "-rs", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "1 failed, 1 skipped" in result.stdout, result.stdout[-3000:]
+    assert ("not tested on this host, because yolo_trt needs a GPU and the tensorrt backend (this server has python); "
+            "run on a GPU host with --triton=container") in result.stdout
+    assert "(its engine model.plan is absent: it is built on the GPU host that serves it)" in result.stdout
+    assert "yolo_preprocess/1/model.py: missing" in result.stdout
