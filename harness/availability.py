@@ -85,7 +85,13 @@ def engine_absent_here(config: pytest.Config, entry, findings: list) -> list:
     needs = host_needs(config).get(entry.name)
     if not needs or "GPU" not in needs or not entry.model_filename:
         return findings
-    rest = [f for f in findings if not f.file.endswith("/" + entry.model_filename)]
+    from harness.checks.model import MODEL_SUFFIXES
+
+    def nothing_there(finding) -> bool:  # no engine under any name (a misnamed one stays a finding)
+        version = entry.path / Path(finding.file).parent.name
+        return not any(p.name.endswith(MODEL_SUFFIXES) for p in version.iterdir()) if version.is_dir() else False
+
+    rest = [f for f in findings if not (f.file.endswith("/" + entry.model_filename) and nothing_there(f))]
     if len(rest) < len(findings) and not rest:
         not_servable_here(f"{reason(entry.name, needs)} (its engine {entry.model_filename} is absent: it is built on "
                           "the GPU host that serves it)")
