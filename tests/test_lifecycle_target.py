@@ -11,11 +11,12 @@ import base64
 import numpy as np
 import pytest
 
-from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles, read_configs
+from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles
 from harness.lifecycle.traffic import request_inputs
 from harness.repository.config import parse_config, write_config
 from harness.repository.layouts import parse_declaration, read_layout
 from harness.repository.manifest import Manifest
+from harness.repository.sizing import read_configs
 
 E2E = ('name: "e2e" backend: "python" max_batch_size: 4 input { name: "images" data_type: TYPE_STRING dims: [1] } '
        'output { name: "detections" data_type: TYPE_FP32 dims: [100, 6] } '

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.repository.config import CONFIG_NAME, ModelConfig, read_config
+from harness.repository.config import CONFIG_NAME, ModelConfig
+from harness.repository.sizing import read_configs
 
 
 class NoTarget(LookupError):
@@ -24,17 +25,6 @@ def is_python_model(config: ModelConfig) -> bool:
 def serves_two_latest(config: ModelConfig) -> bool:
     return config.version_policy.WhichOneof("policy_choice") == "latest" and \
         config.version_policy.latest.num_versions == 2
-
-
-def read_configs(repository: Path) -> dict[str, ModelConfig | None]:
-    """Every model's config (None where it does not parse: the config suite reports it)."""
-    configs = {}
-    for model_dir in sorted(p for p in Path(repository).iterdir() if (p / CONFIG_NAME).is_file()):
-        try:
-            configs[model_dir.name] = read_config(model_dir)
-        except Exception:
-            configs[model_dir.name] = None
-    return configs
 
 
 def dependent_ensembles(configs: dict[str, ModelConfig | None], model: str) -> list[str]:
@@ -84,7 +74,9 @@ def choose_model(repository: Path, name: str | None = None, manifest=None,
             raise LookupError(f"--lifecycle-model {name!r}: no {repository / name / CONFIG_NAME}")
         return name
     configs = read_configs(repository)
-    reasons = {model: why_not_drivable(model, configs, repository, manifest, unloadable) for model in configs}
+    folders = sorted(p.name for p in repository.iterdir() if (p / CONFIG_NAME).is_file())
+    reasons = {model: why_not_drivable(model, configs, repository, manifest, unloadable)
+               for model in sorted({*folders, *configs})}
     drivable = [model for model, reason in reasons.items() if reason is None]
     for chooser in (serves_two_latest, is_python_model, lambda config: True):
         for model in drivable:

@@ -64,9 +64,10 @@ def deployment(pytestconfig, repository_source, manifest):
     from harness.availability import skip_if_only_the_host_blocks
     from harness.lifecycle.deployment import Deployment
     from harness.lifecycle.driver import load_driver
-    from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles, read_configs
+    from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles
     from harness.reference.loadable import loadable_models, server_backends, unloadable_models
     from harness.repository.scratch import scratch_copy
+    from harness.repository.sizing import read_configs
 
     if pytestconfig.getoption("--triton") == "url":
         pytest.skip("the lifecycle suite mutates the repository: it needs a server it starts (not --triton=url)")
