@@ -4,7 +4,8 @@ The objects are what the reference pipeline finds on the entry's displayed pixel
 (a confident, stable set: the same pixels give the same rows on any correct deployment, up to the runtime's
 rounding). The answer must return each at its displayed position: same class, IoU >= MATCH_IOU, for at least
 MIN_FOUND of them. When it does not, each of the entry's mistakes is tried: the reference on the pixels that
-mistake produces; the one the answer agrees with names the cause."""
+mistake produces; those the answer agrees with name the cause (an empty answer may
+agree with several)."""
 
 from __future__ import annotations
 
@@ -56,10 +57,8 @@ def judge(entry: Entry, rows: np.ndarray, reference: Reference, model: str) -> s
                f"found at the displayed position (class and IoU >= {MATCH_IOU}; the reference on the decoded, "
                f"EXIF-transposed RGB pixels finds {_classes(truth)}; the deployment returned {len(rows)} boxes "
                f"{_classes(rows)})")
-    for cause, pixels in entry.mistakes.items():
-        if agrees(objects(reference, pixels()), rows):
-            return f"{message}; {cause}"
-    return message + "; the boxes match none of the known decoding mistakes"
+    causes = [cause for cause, pixels in entry.mistakes.items() if agrees(objects(reference, pixels()), rows)]
+    return f"{message}; " + (" -- or ".join(causes) or "the boxes match none of the known decoding mistakes")
 
 
 def _classes(rows: np.ndarray) -> str:
