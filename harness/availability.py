@@ -99,11 +99,12 @@ def engine_absent_here(config: pytest.Config, entry, findings: list) -> list:
 
 
 def skip_if_nothing_servable(config: pytest.Config, served: list) -> None:
-    """A suite that drives whatever the server serves: with nothing served because nothing is servable
-    here, every check is not tested with each model's reason (not "the server serves no model")."""
+    """A suite that drives what the server serves (`served`: the models it can drive): with none, while
+    models of the repository cannot be served here, every check is not tested on this host, naming them
+    (not "the server serves no model")."""
     needs = host_needs(config)
     if not served and needs:
-        not_servable_here(f"no model of the repository can be served here: {', '.join(sorted(needs))} "
+        not_servable_here(f"nothing it can drive is served: {', '.join(sorted(needs))} cannot be served on this host "
                           "(each one's need and way out is listed once in the verdict)")
 
 

@@ -37,7 +37,7 @@ def served_models(pytestconfig, triton_server, repository, manifest) -> list[Mod
 
 
 @pytest.fixture(scope="session")
-def models_by_role(served_models, manifest, repository) -> dict[str, list[ModelView]]:
+def models_by_role(pytestconfig, served_models, manifest, repository) -> dict[str, list[ModelView]]:
     """Tensor and image models by their layouts (harness.repository.layouts: a tensor or pixel input is
     "tensor", encoded or base64 images "image"); a model the manifest declares raw or e2e whose input
     could not be read takes that role's usual one (raw: tensor, e2e: image), one declared skip none. A
@@ -54,6 +54,7 @@ def models_by_role(served_models, manifest, repository) -> dict[str, list[ModelV
         role = None if declared == "skip" else (view.role or declared_roles[declared]) if declared else view.role
         if role:
             roles[role].append(view)
+    skip_if_nothing_servable(pytestconfig, roles["tensor"] + roles["image"])
     return roles
 
 
