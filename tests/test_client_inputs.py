@@ -97,10 +97,10 @@ def reference_repository():
     return build_reference_repository()
 
 
-def run_suite(pytester: pytest.Pytester, repo) -> pytest.RunResult:
+def run_suite(pytester: pytest.Pytester, repo, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(str(SUITE_FILE), "-p", "no:cacheprovider", "-q", "-rfs",
                                          f"--rootdir={paths.PROJECT_ROOT}", "-c", str(paths.PROJECT_ROOT / "pytest.ini"),
-                                         f"--repo={repo}", timeout=900)
+                                         f"--repo={repo}", *args, timeout=900)
 
 
 def derived(reference_repository, variant: str, out):
@@ -140,3 +140,28 @@ def test_channel_blind_deployment_fails_16bit_and_la(pytester, tmp_path, referen
     assert "client input png-16bit (16-bit grayscale PNG (mode I;16)): 0 of 3 objects found" in output
     assert "16-bit samples cast to 8 bits (their low byte) instead of scaled (their high byte)" in output
     assert "client input gray-LA (grayscale + alpha PNG" in output and "the request failed" in output
+
+
+def test_pixel_and_tensor_models_take_only_the_size_entries(pytester, tmp_path):
+    """fixtures/layouts' correct models at 320: yolo_pixels (UINT8 pixels in) and yolo_nms (a tensor in) cannot
+    decode an image wrong -- the encoding entries are not applicable to them, the sizes are judged and pass."""
+    spec = importlib.util.spec_from_file_location("yts_layouts_fixture_build", paths.FIXTURES / "layouts" / "build.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    try:
+        onnx = builder.reference_onnx(320)
+    except FileNotFoundError as error:
+        pytest.skip(f"needs the reference model: {error}")
+    repo = builder.build(tmp_path / "models", onnx, 320, models=builder.CORRECT)
+    result = run_suite(pytester, repo, "-v", "-v")  # run_suite says -q: two -v make one
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK, output[-4000:]
+    verdicts = dict(re.findall(r"::test_client_input_detected_as_displayed\[(\S+)\] (PASSED|SKIPPED)", output))
+    # at 320 the 1:10 frame's objects shrink to ~5 px: the reference finds none, so it is not judged
+    sizes = [n for n in NAMES if not entry(n).encoding_specific and n != "tall-200x2000"]
+    for model in ("yolo_pixels", "yolo_nms"):
+        for name in NAMES:
+            expected = "PASSED" if name in sizes else "SKIPPED"
+            assert verdicts.get(f"{model}-{name}") == expected, (model, name, verdicts, output[-4000:])
+    assert "not applicable: yolo_pixels takes pixels input, not encoded images: exif-6" in output, output[-4000:]
+    assert "yolo_nms: at its input size 320x320 the reference finds no object on tall-200x2000" in output
