@@ -65,6 +65,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     from harness.load.options import add_options as add_batching_options
 
     add_batching_options(parser)
+    from harness.operations.options import add_options as add_operations_options
+
+    add_operations_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:

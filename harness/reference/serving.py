@@ -7,7 +7,9 @@ into the model's version folder (see reference_repo/README.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -18,6 +20,8 @@ from harness.vision.letterbox import LetterboxMeta
 # Letterbox geometry as one FP64 row per image: the ensemble passes it from preprocess to postprocess.
 META_FIELDS = ("source_h", "source_w", "output_h", "output_w", "ratio", "resized_h", "resized_w",
                "pad_top", "pad_bottom", "pad_left", "pad_right")
+# yolo_e2e's stages, timed on the host pipeline and exported as custom metrics (suites/operations).
+STAGES = ("decode", "letterbox", "inference", "nms")
 
 
 class ConfigParameterError(ValueError):
@@ -222,26 +226,49 @@ class HostDetector:
         return f"{self.engine.name} {self.engine.precision} on {self.engine.device}, numpy letterbox and NMS"
 
     def detect(self, jobs) -> list:
-        """Per job: (detections [b, rows, 6], num_detections [b, 1]) or the exception that failed it."""
+        """Per job: (detections [b, rows, 6], num_detections [b, 1]) or the exception that failed it.
+        Leaves the seconds each stage took in `stage_seconds` (exported as stage metrics by model.py)."""
+        clock = StageClock()
+        self.stage_seconds = clock.seconds
         results: list = [None] * len(jobs)
         batches = []
         for index, job in enumerate(jobs):
             try:
-                batches.append((index, *self.pipeline.preprocess(request_images(self.pipeline, job.blobs))))
+                with clock("decode"):
+                    images = request_images(self.pipeline, job.blobs)
+                with clock("letterbox"):
+                    batches.append((index, *self.pipeline.preprocess(images)))
             except ValueError as error:
                 results[index] = error
         if not batches:
             return results
         try:
-            raw = self.engine.infer({self.input_name: np.concatenate([b[1] for b in batches])})[self.output_name]
+            with clock("inference"):
+                raw = self.engine.infer({self.input_name: np.concatenate([b[1] for b in batches])})[self.output_name]
         except Exception as error:  # noqa: BLE001 -- the batch's requests fail, the model stays up
             for index, *_ in batches:
                 results[index] = RuntimeError(f"inference failed: {error}")
             return results
-        for (index, _, metas), rows in zip(batches, split_rows(raw, [len(b[2]) for b in batches])):
-            job = jobs[index]
-            results[index] = postprocess(self.pipeline, rows, metas, Thresholds(job.conf, job.iou, job.max_det), self.rows)
+        with clock("nms"):
+            for (index, _, metas), rows in zip(batches, split_rows(raw, [len(b[2]) for b in batches])):
+                job = jobs[index]
+                results[index] = postprocess(self.pipeline, rows, metas, Thresholds(job.conf, job.iou, job.max_det), self.rows)
         return results
+
+
+class StageClock:
+    """Seconds per stage of one execute(): `with clock("decode"): ...` adds the block's duration."""
+
+    def __init__(self):
+        self.seconds = {stage: 0.0 for stage in STAGES}
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.perf_counter() - start
 
 
 def open_detector(args: dict, params: dict[str, str], rows: int, max_batch: int):

@@ -22,6 +22,15 @@ def _error(message: str, internal: bool = False):
     return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
 
 
+def _stage_metrics(args, stages):
+    """Seconds spent per stage (suites/operations adds them up against Triton's compute time); the
+    family is kept with its metrics, which must not outlive it."""
+    family = pb_utils.MetricFamily(name="yts_model_stage_seconds", description="seconds spent per pipeline stage",
+                                   kind=pb_utils.MetricFamily.COUNTER)
+    labels = {"model": args["model_name"], "version": args["model_version"]}
+    return family, {stage: family.Metric(labels={**labels, "stage": stage}) for stage in stages}
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
@@ -34,6 +43,7 @@ class TritonPythonModel:
         if self.defaults.max_det > self.rows:
             raise serving.ConfigParameterError(f"parameter max_det={self.defaults.max_det} exceeds detections dims {self.rows}")
         self.detector = serving.open_detector(args, params, self.rows, max(1, int(config.get("max_batch_size", 1))))
+        self.stage_metrics = _stage_metrics(args, serving.STAGES)
         pb_utils.Logger.log_info(f"yolo_e2e instance {args['model_instance_name']}: {self.detector.describe()}")
 
     def execute(self, requests):
@@ -58,7 +68,10 @@ class TritonPythonModel:
                 responses[index] = pb_utils.InferenceResponse(output_tensors=[
                     serving.output_tensor(pb_utils, "detections", detections),
                     serving.output_tensor(pb_utils, "num_detections", num)])
+        for stage, seconds in getattr(self.detector, "stage_seconds", {}).items():
+            self.stage_metrics[1][stage].increment(seconds)
         return responses
 
     def finalize(self):
         self.detector = None
+        self.stage_metrics = None

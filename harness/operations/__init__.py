@@ -1,0 +1,2 @@
+"""Operational checks: where a model's time goes (stage metrics), the memory a repository holds once
+loaded, and whether one model's load starves another's (suites/operations)."""

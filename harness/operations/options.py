@@ -1,0 +1,18 @@
+"""The operations suite's options (registered by harness.plugin, so that `pytest suites` knows them)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("yts operations")
+    group.addoption("--memory-budget", default=os.environ.get("YTS_MEMORY_BUDGET"), metavar="SIZE",
+                    help="CPU host: the most memory (RSS, e.g. 6GiB) the server and its stubs may hold with every "
+                         "model loaded (default: host memory less --min-free-memory)")
+    group.addoption("--min-free-memory", type=float, default=float(os.environ.get("YTS_MIN_FREE_MEMORY", "0.2")),
+                    metavar="FRACTION", help="GPU host: free GPU memory left with everything loaded (default 0.2)")
+    group.addoption("--stage-coverage", default=os.environ.get("YTS_STAGE_COVERAGE", "0.8,1.05"), metavar="LO,HI",
+                    help="bounds of a model's stage metrics summed over Triton's compute_infer time (default 0.8,1.05)")
