@@ -11,6 +11,7 @@ from harness.availability import skip_if_nothing_servable
 from harness.protocol.models import discover
 
 BREAKDOWNS: list = []  # harness.operations.stages.Breakdown, for the summary and the picture
+NOTES: list[str] = []  # measured lines for the summary (memory, co-tenancy)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,7 +39,14 @@ def stage_breakdowns() -> list:
     return BREAKDOWNS
 
 
+@pytest.fixture(scope="session")
+def operations_notes() -> list[str]:
+    return NOTES
+
+
 def pytest_terminal_summary(terminalreporter, config):
+    for line in NOTES:
+        terminalreporter.write_line(f"[yts operations] {line}")
     if not BREAKDOWNS:
         return
     terminalreporter.write_line("[yts operations] stage breakdown (ms per request):")

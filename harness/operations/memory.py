@@ -1,0 +1,92 @@
+"""Memory headroom with the whole repository loaded. On a GPU host, Triton's GPU metrics: free GPU
+memory must stay above a fraction of the total. On a CPU host, the same rule on host memory: the RSS
+of the server and every process it started (the Python backend stubs, one per model instance) against
+a budget; each stub's RSS is charged to the model whose model.py it runs (its command line names it)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from harness.metrics.prometheus import Snapshot
+
+UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """'6GiB', '512MB', '1000000' -> bytes."""
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in UNITS:
+        raise ValueError(f"memory size {text!r}: a number with an optional unit (B, kB, MB, GB, KiB, MiB, GiB)")
+    return int(float(match.group(1)) * UNITS[match.group(2).lower()])
+
+
+def human(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+@dataclass
+class HostUsage:
+    server_rss: int  # tritonserver itself
+    per_model: dict[str, int] = field(default_factory=dict)  # model -> RSS of its stubs
+    instances: dict[str, int] = field(default_factory=dict)  # model -> stub processes
+
+    @property
+    def total(self) -> int:
+        return self.server_rss + sum(self.per_model.values())
+
+    def lines(self) -> list[str]:
+        ranked = sorted(self.per_model.items(), key=lambda kv: -kv[1])
+        return [f"tritonserver {human(self.server_rss)}"] + [
+            f"{model}: {human(rss)} in {self.instances[model]} stub process(es)" for model, rss in ranked]
+
+
+def _model_of(cmdline: list[str], repository: Path) -> str:
+    """A stub's first argument is its model.py path: <repository>/<model>/<version>/model.py."""
+    for arg in cmdline[1:]:
+        path = Path(arg)
+        if path.name == "model.py" or path.suffix == ".py":
+            try:
+                return path.relative_to(repository).parts[0]
+            except ValueError:
+                return path.parent.parent.name
+    return "other processes"
+
+
+def host_usage(server_pid: int, repository: Path) -> HostUsage:
+    root = psutil.Process(server_pid)
+    usage = HostUsage(root.memory_info().rss)
+    for child in root.children(recursive=True):
+        try:
+            rss, model = child.memory_info().rss, _model_of(child.cmdline(), repository.resolve())
+        except psutil.NoSuchProcess:
+            continue
+        usage.per_model[model] = usage.per_model.get(model, 0) + rss
+        usage.instances[model] = usage.instances.get(model, 0) + 1
+    return usage
+
+
+def host_budget(option: str | None, min_free: float) -> tuple[int, str]:
+    """The budget and where it came from, for the verdict."""
+    if option:
+        return parse_size(option), f"--memory-budget {option}"
+    total = psutil.virtual_memory().total
+    return int(total * (1 - min_free)), f"host memory {human(total)} less {min_free:.0%} kept free"
+
+
+def gpu_problems(snapshot: Snapshot, min_free: float) -> tuple[list[str], list[str]]:
+    """(per-GPU lines, the GPUs short of headroom) from nv_gpu_memory_total_bytes / _used_bytes."""
+    lines, short = [], []
+    for (name, labels), total in sorted(snapshot.samples.items(), key=lambda kv: str(kv[0])):
+        if name != "nv_gpu_memory_total_bytes" or not total:
+            continue
+        gpu = dict(labels).get("gpu_uuid", "gpu")
+        used = snapshot.value("nv_gpu_memory_used_bytes", gpu_uuid=gpu)
+        line = f"{gpu}: {human(used)} used of {human(total)}, {1 - used / total:.0%} free"
+        lines.append(line)
+        if 1 - used / total < min_free:
+            short.append(line)
+    return lines, short
