@@ -7,7 +7,10 @@ an NGC image) and here through the reference's yolo_raw Python model running ONN
 Class-aware as ultralytics' non_max_suppression: each anchor keeps its best class, boxes are shifted
 by class * MAX_WH, and one single-class NonMaxSuppression runs over all images of the batch; each
 selection's row inside its image is its rank among that image's selections (ONNX Runtime returns
-them image by image, best score first)."""
+them image by image, best score first).
+
+`build_repository` writes the variant repository (`yts reference --post onnx-nms --out DIR`): kept out
+of the default reference repository (CI time), built on demand."""
 
 from __future__ import annotations
 
@@ -17,9 +20,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, compose, helper, numpy_helper
 
+from tritonclient.grpc import model_config_pb2 as pb
+
 from harness.vision.nms import MAX_WH
 
 OUTPUT = "output0"
+SERVED = "yolo_onnx_nms"          # the Python backend running ONNX Runtime (what serves here)
+NATIVE = "yolo_onnx_nms_native"   # platform onnxruntime_onnx (an NGC image's ONNX Runtime backend)
 
 
 def _const(name: str, value, dtype=np.int64) -> onnx.TensorProto:
@@ -140,4 +147,46 @@ def detector_with_nms(detector: Path, out: Path, conf: float, iou: float, max_de
     onnx.checker.check_model(merged)
     out.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(merged, str(out))
+    return out
+
+
+def variant_config(name: str, imgsz: int, max_det: int, native: bool) -> pb.ModelConfig:
+    """The variant's config: images FP32 [3, S, S] (the client letterboxes) -> OUTPUT [max_det, 6]."""
+    from harness.reference.configs import Target, _batching, _instances, _runtime
+
+    target = Target(device="cpu", imgsz=imgsz, max_det=max_det)
+    config = pb.ModelConfig(name=name, **({"platform": "onnxruntime_onnx"} if native else {"backend": "python"}))
+    config.input.add(name="images", data_type=pb.TYPE_FP32, dims=[3, imgsz, imgsz])
+    config.output.add(name=OUTPUT, data_type=pb.TYPE_FP32, dims=[max_det, 6])
+    _batching(config, target, delay_us=2000)
+    _instances(config, target)
+    if not native:
+        _runtime(config, target)
+    return config
+
+
+def build_repository(out: Path, imgsz: int = 640, *, conf: float = 0.25, iou: float = 0.7, max_det: int = 300,
+                     center_point_box: int = 1, detector: Path | None = None) -> Path:
+    """The NMS-in-the-graph repository in `out`: SERVED (the reference's yolo_raw model.py running the merged
+    ONNX with ONNX Runtime) and NATIVE (the same file as platform onnxruntime_onnx)."""
+    import shutil
+    import tempfile
+
+    from harness.reference.build import SOURCES, _vendor, source_model
+    from harness.repository.writer import write_model
+
+    if detector is None:
+        from harness.engines.artifacts import ArtifactCache, VariantSpec
+
+        detector = ArtifactCache(source=source_model()).build(VariantSpec("fp32", imgsz=imgsz)).path
+    out = Path(out)
+    staging = Path(tempfile.mkdtemp(prefix="yts-onnx-nms-"))
+    try:
+        merged = detector_with_nms(detector, staging / "model.onnx", conf, iou, max_det, center_point_box=center_point_box)
+        vendored = _vendor(staging / "vendored")
+        write_model(out, variant_config(SERVED, imgsz, max_det, native=False),
+                    {1: {"model.py": SOURCES / "yolo_raw" / "model.py", "harness": vendored, "model.onnx": merged}})
+        write_model(out, variant_config(NATIVE, imgsz, max_det, native=True), {1: {"model.onnx": merged}})
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return out
