@@ -76,8 +76,6 @@ def _raw_channels(encoded: bytes) -> np.ndarray:
     samples = np.asarray(ImageOps.exif_transpose(Image.open(io.BytesIO(encoded))))
     if samples.ndim == 2:
         samples = np.repeat(samples[..., None], 3, axis=-1)
-    if samples.shape[-1] < 3:  # LA: gray and alpha
-        samples = np.repeat(samples[..., :1], 3, axis=-1)
     return (samples[..., :3].astype(np.int64) & 0xFF).astype(np.uint8)
 
 
@@ -114,8 +112,11 @@ def _channel_entries() -> list[Entry]:
     low = np.random.default_rng(16).integers(0, 256, size=gray.size[::-1], dtype=np.uint16)
     deep = Image.fromarray((np.asarray(gray).astype(np.uint16) << 8) | low)
     cmyk = rgb.convert("CMYK")
-    composited = lambda encoded: (np.asarray(decode_image_bytes(encoded), np.float64)  # noqa: E731
-                                  * (np.asarray(_alpha(rgb.size), np.float64)[..., None] / 255)).astype(np.uint8)
+
+    def composited(encoded: bytes) -> np.ndarray:  # over black: what premultiplying by alpha gives
+        return (np.asarray(decode_image_bytes(encoded), np.float64)
+                * (np.asarray(_alpha(rgb.size), np.float64)[..., None] / 255)).astype(np.uint8)
+
     raw = "boxes match the file's samples fed as they are stored"
     entries = [
         ("gray-L", "grayscale PNG (mode L)", _save(gray, "PNG"), {}),
