@@ -113,3 +113,16 @@ def to_source_rows(layout: OutputLayout, outputs: dict[str, np.ndarray], source_
     if meta is not None:
         boxes = LETTERBOX.restore_boxes(boxes, meta)
     return np.concatenate([boxes, rows[:, 4:]], axis=1).astype(np.float32)
+
+
+def graph_rows(rows: np.ndarray, metas, max_det: int, restore) -> tuple[np.ndarray, np.ndarray]:
+    """A model with NMS in its graph ([N, K, 6] canvas-pixel rows, padded with zeros as Ultralytics' nms=True
+    export and harness.reference.onnx_nms write them) -> (detections [N, max_det, 6] in source pixels, padded
+    with -1; num [N]), the form DetectionPipeline.postprocess gives. `restore(boxes, meta)`: the letterbox's."""
+    detections = np.full((len(rows), max_det, 6), -1.0, dtype=np.float32)
+    num = np.zeros(len(rows), dtype=np.int32)
+    for i, (image_rows, meta) in enumerate(zip(rows, metas)):
+        kept = image_rows[(image_rows[:, 4] > 0) & (image_rows[:, 5] >= 0)][:max_det]
+        detections[i, : len(kept)] = np.concatenate([restore(kept[:, :4], meta), kept[:, 4:]], axis=1)
+        num[i] = len(kept)
+    return detections, num

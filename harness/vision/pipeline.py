@@ -90,9 +90,15 @@ class LocalPipeline(DetectionPipeline):
         return np.concatenate([self.session.run([self.output_name], {self.input_name: b[None]})[0] for b in batch])
 
     def __call__(self, images: Sequence[ImageInput]) -> tuple[np.ndarray, np.ndarray]:
-        """Images (encoded bytes or HWC uint8 RGB) -> (detections [N, max_det, 6], num [N])."""
+        """Images (encoded bytes or HWC uint8 RGB) -> (detections [N, max_det, 6], num [N]). A model with
+        NMS in its graph (rows [N, K, 6] out) is read as it answers, not decoded again."""
         batch, metas = self.preprocess(images)
-        return self.postprocess(self.infer(batch), metas)
+        out = self.infer(batch)
+        if out.ndim == 3 and out.shape[-1] == 6 and out.shape[-2] != 6:
+            from harness.vision.detections import graph_rows
+
+            return graph_rows(out, metas, self.max_det, self.letterbox.restore_boxes)
+        return self.postprocess(out, metas)
 
 
 def _shape(imgsz: int | tuple[int, int]) -> tuple[int, int]:
