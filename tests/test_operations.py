@@ -1,0 +1,74 @@
+"""suites/operations passes the reference repository and flags each broken fixture in fixtures/operations/
+by the check meant for it, with the numbers; plus the stage-metric reader on exposition text."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.metrics.prometheus import parse
+from harness.operations.memory import parse_size
+from harness.operations.stages import breakdown, stage_series
+from harness.paths import PROJECT_ROOT
+
+SUITE = PROJECT_ROOT / "suites" / "operations"
+FIXTURES = PROJECT_ROOT / "fixtures" / "operations"
+BUDGET = "--memory-budget=768MiB"  # the reference holds ~0.4 GiB on the CPU build, the fixture ~1.2 GiB
+
+
+def run_suite(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", str(SUITE), "-q", "-p", "no:cacheprovider", *args],
+                          capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
+
+
+@pytest.mark.server
+def test_reference_passes_with_its_stage_breakdown(tmp_path):
+    result = run_suite(BUDGET, "--device=cpu", "--report-dir", str(tmp_path))
+    assert result.returncode == 0, result.stdout[-4000:]
+    row = next(line for line in result.stdout.splitlines() if line.strip().startswith("yolo_e2e:"))
+    for stage in ("decode", "letterbox", "inference", "nms", "coverage"):
+        assert stage in row, row
+    assert "host memory with everything loaded" in result.stdout and "of a 768 MiB budget (--memory-budget" in result.stdout
+    assert (tmp_path / "operations_stages.png").stat().st_size > 0
+    assert "yolo_e2e" in (tmp_path / "operations_stages.json").read_text()
+
+
+@pytest.mark.server
+def test_stages_in_the_wrong_unit_are_flagged():
+    result = run_suite("--repo", str(FIXTURES / "stages_ms_as_s"), "-k", "stages")
+    assert result.returncode == 1, result.stdout[-4000:]
+    assert "FAILED suites/operations/test_stages.py::test_stages_add_up_to_compute_time" in result.stdout
+    assert "yolo_raw: stages add up to" in result.stdout and "(milliseconds as seconds?)" in result.stdout, result.stdout[-4000:]
+
+
+@pytest.mark.server
+def test_too_many_instances_exceed_the_memory_budget():
+    result = run_suite("--repo", str(FIXTURES / "too_many_instances"), "-k", "memory", BUDGET)
+    assert result.returncode == 1, result.stdout[-4000:]
+    assert "over the budget 768 MiB (--memory-budget 768MiB)" in result.stdout, result.stdout[-4000:]
+    assert "yolo_raw: 1." in result.stdout and "GiB in 12 stub process(es)" in result.stdout, result.stdout[-4000:]
+
+
+def test_stage_metrics_are_read_in_their_unit_for_any_model():
+    text = """# TYPE a_stage_ms counter
+a_stage_ms{model="m",stage="decode"} %s
+a_stage_ms{model="m",stage="nms"} %s
+# TYPE nv_inference_compute_infer_duration_us counter
+nv_inference_compute_infer_duration_us{model="m",version="1"} %s
+# TYPE other_seconds counter
+other_seconds{model="m"} 5
+"""
+    before, after = parse(text % (0, 0, 0)), parse(text % (3, 1, 5000))
+    assert set(stage_series(after)) == {"m"}
+    result = breakdown("m", before, after, requests=1)
+    assert result.stages_us == {"decode": 3000.0, "nms": 1000.0} and result.coverage == pytest.approx(0.8)
+    assert result.problem(0.8, 1.05) is None
+    assert "a stage that takes time is missing" in breakdown("m", before, parse(text % (1, 1, 5000)), 1).problem(0.8, 1.05)
+
+
+def test_memory_sizes():
+    assert parse_size("512MiB") == 512 * 2**20 and parse_size("6GB") == 6 * 10**9 and parse_size("100") == 100
+    with pytest.raises(ValueError, match="memory size '6 lots'"):
+        parse_size("6 lots")
