@@ -25,8 +25,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 from harness.vision.nms import MAX_WH
 
 OUTPUT = "output0"
-SERVED = "yolo_onnx_nms"          # the Python backend running ONNX Runtime (what serves here)
-NATIVE = "yolo_onnx_nms_native"   # platform onnxruntime_onnx (an NGC image's ONNX Runtime backend)
+SERVED = "yolo_onnx_nms"  # the Python backend running ONNX Runtime here; SERVED_native: platform onnxruntime_onnx
 
 
 def _const(name: str, value, dtype=np.int64) -> onnx.TensorProto:
@@ -166,9 +165,10 @@ def variant_config(name: str, imgsz: int, max_det: int, native: bool) -> pb.Mode
 
 
 def build_repository(out: Path, imgsz: int = 640, *, conf: float = 0.25, iou: float = 0.7, max_det: int = 300,
-                     center_point_box: int = 1, detector: Path | None = None) -> Path:
-    """The NMS-in-the-graph repository in `out`: SERVED (the reference's yolo_raw model.py running the merged
-    ONNX with ONNX Runtime) and NATIVE (the same file as platform onnxruntime_onnx)."""
+                     center_point_box: int = 1, detector: Path | None = None, name: str = SERVED,
+                     native: bool = True) -> Path:
+    """The NMS-in-the-graph repository in `out`: `name` (the reference's yolo_raw model.py running the merged
+    ONNX with ONNX Runtime) and, with `native`, `name`_native (the same file as platform onnxruntime_onnx)."""
     import shutil
     import tempfile
 
@@ -184,9 +184,10 @@ def build_repository(out: Path, imgsz: int = 640, *, conf: float = 0.25, iou: fl
     try:
         merged = detector_with_nms(detector, staging / "model.onnx", conf, iou, max_det, center_point_box=center_point_box)
         vendored = _vendor(staging / "vendored")
-        write_model(out, variant_config(SERVED, imgsz, max_det, native=False),
+        write_model(out, variant_config(name, imgsz, max_det, native=False),
                     {1: {"model.py": SOURCES / "yolo_raw" / "model.py", "harness": vendored, "model.onnx": merged}})
-        write_model(out, variant_config(NATIVE, imgsz, max_det, native=True), {1: {"model.onnx": merged}})
+        if native:
+            write_model(out, variant_config(f"{name}_native", imgsz, max_det, native=True), {1: {"model.onnx": merged}})
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
