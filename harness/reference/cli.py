@@ -15,6 +15,13 @@ def export(args) -> int:
     if out.exists() and any(out.iterdir()):
         print(f"yts reference: {out} exists and is not empty; choose a new folder", file=sys.stderr)
         return 2
+    if args.post == "onnx-nms":
+        from harness.reference.onnx_nms import build_repository
+
+        build_repository(out, args.imgsz)
+        print(f"[yts reference] NMS-in-the-graph variant at {args.imgsz} px: {out.resolve()} "
+              f"({', '.join(sorted(p.name for p in out.iterdir() if p.is_dir()))})")
+        return 0
     from harness.hostinfo import reference_device
 
     device, why = reference_device(args.device)
@@ -32,4 +39,7 @@ def register(subparsers) -> None:
                         help="cpu: ONNX Runtime, KIND_CPU; gpu: KIND_GPU, PyTorch FP16; auto (default): gpu where an "
                              "NVIDIA GPU and a CUDA torch are here")
     parser.add_argument("--imgsz", type=int, default=640)
+    parser.add_argument("--post", default="python", choices=("python", "onnx-nms"),
+                        help="python (default): the reference repository; onnx-nms: the variant with NMS in the ONNX "
+                             "graph (Python backend running ONNX Runtime, and platform onnxruntime_onnx for an NGC image)")
     parser.set_defaults(func=export)
