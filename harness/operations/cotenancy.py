@@ -1,0 +1,76 @@
+"""Co-tenancy: one model driven to saturation (harness.load's closed loop) while another serves a light
+steady stream (constant arrivals); the light model's p99 beside its solo p99 says whether the device is
+shared fairly. The settings that protect the light model (or are missing) are read from the configs."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.load import ClientSpec, LoadSettings, payload_from_config, run_load
+from harness.repository.sizing import Sizer, read_configs
+
+PROBE = LoadSettings(concurrency=1, window_s=1.0, warmup_s=0.3, stability_count=1, max_windows=1)
+LIGHT_LOAD = 0.3  # the light stream keeps its model this busy: steady, never queued behind itself
+
+
+def instances(config) -> int:
+    return sum(max(group.count, 1) for group in config.instance_group) or 1
+
+
+def protection(config) -> list[str]:
+    """What in `config` shields a co-tenant, present or missing, in words."""
+    groups = ", ".join(f"{max(g.count, 1)}x {model_kind(g.kind)}" + (
+        f" rate limiter {', '.join(f'{r.name}={r.count}' for r in g.rate_limiter.resources)}"
+        if g.rate_limiter.resources else "") for g in config.instance_group) or "default instances"
+    has_limiter = any(g.rate_limiter.resources for g in config.instance_group)
+    batching = config.dynamic_batching
+    queue = batching.default_queue_policy.max_queue_size
+    return [f"instances {groups}",
+            "rate limiter resources" + ("" if has_limiter else ": none"),
+            f"priority levels {batching.priority_levels}" if batching.priority_levels else "priority levels: none",
+            f"max queue size {queue}" if queue else "max queue size: unbounded"]
+
+
+def model_kind(kind: int) -> str:
+    from tritonclient.grpc import model_config_pb2
+
+    return model_config_pb2.ModelInstanceGroup.Kind.Name(kind)
+
+
+@dataclass
+class CoTenancy:
+    heavy: str
+    light: str
+    solo_p99_ms: float
+    shared_p99_ms: float
+    heavy_throughput: float
+
+    @property
+    def ratio(self) -> float:
+        return self.shared_p99_ms / self.solo_p99_ms if self.solo_p99_ms else float("inf")
+
+
+def measure(grpc_url: str, repository: Path, heavy: str, light: str) -> CoTenancy:
+    """Light solo (a steady stream at 30 % of its capacity), then the same while `heavy` runs a closed loop of
+    2 requests per instance: a few seconds each."""
+    configs = read_configs(repository)
+    sizer = Sizer(configs, repository)
+    spec = lambda name: ClientSpec("grpc", grpc_url, payload_from_config(configs[name], sizer=sizer))
+    one = run_load(spec(light), PROBE).latency_ms["p50"] / 1000
+    steady = LoadSettings(mode="constant", rate=min(20.0, LIGHT_LOAD * instances(configs[light]) / one),
+                          window_s=max(1.5, 3 * one), warmup_s=0.5, stability_count=2, max_windows=2)
+    solo = run_load(spec(light), steady)
+    saturate = LoadSettings(concurrency=2 * instances(configs[heavy]), window_s=steady.window_s, warmup_s=0.5,
+                            stability_count=3, max_windows=3)
+    heavy_result: list = []
+    thread = threading.Thread(target=lambda: heavy_result.append(run_load(spec(heavy), saturate)), daemon=True)
+    thread.start()
+    try:
+        threading.Event().wait(saturate.warmup_s)
+        shared = run_load(spec(light), steady)
+    finally:
+        thread.join(timeout=60)
+    return CoTenancy(heavy, light, solo.latency_ms["p99"], shared.latency_ms["p99"],
+                     heavy_result[0].throughput if heavy_result else 0.0)
