@@ -1,0 +1,74 @@
+"""suites/accuracy/test_batched_answers.py both ways: the reference yolo_e2e (a bad image fails its own
+request, never the batch) gives every image its own answer under concurrency, in multi-image requests and
+beside bad requests, with batches seen in the statistics API; fixtures/batching/served/rotated_answers
+(responses rotated by one when a batch holds several requests) and bad_fails_batch (one undecodable image
+fails the whole batch) are caught naming the cause. Each run starts the embedded server: ~30-40 s on two
+shared cores; skips until the trained reference model is committed."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from harness import paths
+
+# Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
+import harness.reference.build  # noqa: F401
+
+pytestmark = pytest.mark.server
+SUITE_FILE = paths.PROJECT_ROOT / "suites" / "accuracy" / "test_batched_answers.py"
+QUICK = paths.FIXTURES / "accuracy" / "profiles" / "quick.toml"
+
+
+@pytest.fixture(scope="module")
+def reference_repository():
+    from harness.reference.build import build_reference_repository, source_model
+
+    try:
+        source_model()
+    except FileNotFoundError as error:
+        pytest.skip(f"needs a detector that detects: {error}")
+    return build_reference_repository()
+
+
+def run_check(pytester: pytest.Pytester, repository, *models: str) -> pytest.RunResult:
+    candidates = [a for model in models for a in ("--accuracy-candidate", f"served:{model}")]
+    return pytester.runpytest_subprocess(
+        str(SUITE_FILE), "-p", "no:cacheprovider", "-v", "-rfs", f"--rootdir={paths.PROJECT_ROOT}",
+        "-c", str(paths.PROJECT_ROOT / "pytest.ini"), f"--repo={repository}", "--profile", str(QUICK), *candidates, timeout=600)
+
+
+def _derive(reference, variant: str, out):
+    spec = importlib.util.spec_from_file_location("served_derive", paths.FIXTURES / "letterbox" / "served" / "derive.py")
+    derive = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(derive)
+    return derive.derive_repository(reference, variant, out, fixtures=paths.FIXTURES / "batching" / "served")
+
+
+def test_reference_answers_each_request_under_batching(pytester, reference_repository):
+    result = run_check(pytester, reference_repository, "yolo_e2e")
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK, output[-4000:]
+    assert result.parseoutcomes().get("passed") == 1, output[-4000:]
+
+
+@pytest.mark.slow
+def test_reference_raw_and_ensemble_answer_each_request_under_batching(pytester, reference_repository):
+    result = run_check(pytester, reference_repository, "yolo_raw", "yolo_ensemble")
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK, output[-4000:]
+    assert result.parseoutcomes().get("passed") == 2, output[-4000:]
+
+
+@pytest.mark.parametrize("variant, cause", [
+    ("rotated_answers", r"answered differently than alone: it got \S+'s answer: responses are not returned to their own requests"),
+    ("bad_fails_batch", r"mixed batch: \d+ of \d+ good requests failed beside a bad one — one bad input fails its neighbours"),
+], ids=["rotated_answers", "bad_fails_batch"])
+def test_broken_batching_is_caught(pytester, tmp_path, reference_repository, variant, cause):
+    broken = _derive(reference_repository, variant, tmp_path / "models")
+    result = run_check(pytester, broken, "yolo_e2e")
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, f"{variant} was not caught:\n{output[-4000:]}"
+    assert re.search(cause, output), f"{variant}: the message should say {cause!r}\n{output[-4000:]}"
