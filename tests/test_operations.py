@@ -1,4 +1,4 @@
-"""suites/operations passes the reference repository and flags each broken fixture in fixtures/operations/
+"""suites/operations passes the reference repository (stages, memory, co-tenancy) and flags each broken fixture in fixtures/operations/
 by the check meant for it, with the numbers; plus the stage-metric reader on exposition text."""
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def test_reference_passes_with_its_stage_breakdown(tmp_path):
     for stage in ("decode", "letterbox", "inference", "nms", "coverage"):
         assert stage in row, row
     assert "host memory with everything loaded" in result.stdout and "of a 768 MiB budget (--memory-budget" in result.stdout
+    assert "co-tenancy: yolo_raw p99" in result.stdout and "while yolo_e2e is saturated" in result.stdout
     assert (tmp_path / "operations_stages.png").stat().st_size > 0
     assert "yolo_e2e" in (tmp_path / "operations_stages.json").read_text()
 
@@ -49,6 +50,14 @@ def test_too_many_instances_exceed_the_memory_budget():
     assert result.returncode == 1, result.stdout[-4000:]
     assert "over the budget 768 MiB (--memory-budget 768MiB)" in result.stdout, result.stdout[-4000:]
     assert "yolo_raw: 1." in result.stdout and "GiB in 12 stub process(es)" in result.stdout, result.stdout[-4000:]
+
+
+@pytest.mark.server
+def test_a_hog_without_rate_limiter_starves_the_light_model():
+    result = run_suite("--repo", str(FIXTURES / "starved_by_hog"), "-k", "cotenancy")
+    assert result.returncode == 1, result.stdout[-4000:]
+    assert "yolo_raw starves beside hog" in result.stdout, result.stdout[-4000:]
+    assert "hog: instances 6x KIND_CPU; rate limiter resources: none; priority levels: none" in result.stdout
 
 
 def test_stage_metrics_are_read_in_their_unit_for_any_model():
