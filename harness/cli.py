@@ -14,6 +14,7 @@ COMMANDS = [
     "harness.checks.triton_qa",
     "harness.checks.triton_qa_live",
     "harness.load.cli",
+    "harness.diagnose.cli",
 ]
 
 

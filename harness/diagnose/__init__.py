@@ -1,0 +1,1 @@
+"""`yts diagnose`: the ablation ladder (harness.diagnose.ladder)."""
