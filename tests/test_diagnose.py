@@ -1,0 +1,65 @@
+"""The ablation ladder (`yts diagnose`, harness.diagnose.ladder) locates each fixture's defect at its rung, on the
+embedded server, and leaves the repository it was given untouched:
+- the reference repository: every rung agrees (plain, dynamic batching, served pre/post-processing);
+- fixtures/diagnose batch_mixing (rows of a batch swapped): plain agrees, 'dynamic batching' diverges first;
+- fixtures/diagnose int8_scales (the INT8 version's weight scales x1.6): 'int8' diverges first; int8_correct
+  (scales untouched, slow) agrees at every rung, so the INT8 tolerance is not what trips.
+
+Speed: one ladder ~25 s on two cores (8 images per rung, the reference CPU build from the cache)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from harness import paths
+from harness.diagnose.ladder import BATCHING, INT8, PLAIN, SERVED, run_ladder
+from harness.repository.scratch import fingerprint
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def fixtures():
+    spec = importlib.util.spec_from_file_location("yts_diagnose_fixture", paths.FIXTURES / "diagnose" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def ladder_of(repo):
+    before = fingerprint(repo)
+    ladder = run_ladder(repo, log=lambda line: None)
+    assert fingerprint(repo) == before, "the ladder edited the repository it was given"
+    return ladder, {r.name: r for r in ladder.rungs}
+
+
+def test_reference_agrees_at_every_rung():
+    from harness.reference import build_reference_repository
+
+    ladder, rungs = ladder_of(build_reference_repository("cpu", 640))
+    assert ladder.first_divergent is None, "\n".join(r.line() for r in ladder.rungs)
+    for name in (PLAIN, BATCHING, SERVED):
+        assert rungs[name].skipped is None and rungs[name].matched >= 0.99, rungs[name].line()
+    assert ladder.verdict() == "every rung agrees with the FP32 reference (yolo_raw)"
+
+
+def test_batch_mixing_is_located_at_dynamic_batching(tmp_path, fixtures):
+    ladder, rungs = ladder_of(fixtures.batch_mixing(tmp_path / "models"))
+    assert not rungs[PLAIN].diverges, rungs[PLAIN].line()
+    assert ladder.first_divergent is rungs[BATCHING], "\n".join(r.line() for r in ladder.rungs)
+    assert ladder.verdict().startswith("detections first diverge at rung 'dynamic batching'")
+
+
+def test_broken_int8_scales_are_located_at_int8(tmp_path, fixtures):
+    ladder, rungs = ladder_of(fixtures.int8_scales(tmp_path / "models"))
+    assert not rungs[PLAIN].diverges and not rungs[BATCHING].diverges, "\n".join(r.line() for r in ladder.rungs)
+    assert ladder.first_divergent is rungs[INT8], "\n".join(r.line() for r in ladder.rungs)
+    assert ladder.verdict().startswith("detections first diverge at rung 'int8' (yolo_raw: INT8 version 2)")
+
+
+@pytest.mark.slow
+def test_correct_int8_agrees(tmp_path, fixtures):
+    ladder, rungs = ladder_of(fixtures.int8_scales(tmp_path / "models", 1.0))
+    assert rungs[INT8].skipped is None and ladder.first_divergent is None, "\n".join(r.line() for r in ladder.rungs)
