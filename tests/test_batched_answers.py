@@ -63,7 +63,8 @@ def test_reference_raw_and_ensemble_answer_each_request_under_batching(pytester,
 
 
 @pytest.mark.parametrize("variant, cause", [
-    ("rotated_answers", r"answered differently than alone: it got \S+'s answer: responses are not returned to their own requests"),
+    ("rotated_answers", r"under concurrency: \d+ of \d+ images got another request's answer — responses are not returned to their own "
+                        r"requests: \S+ got \S+'s"),
     ("bad_fails_batch", r"mixed batch: \d+ of \d+ good requests failed beside a bad one — one bad input fails its neighbours"),
 ], ids=["rotated_answers", "bad_fails_batch"])
 def test_broken_batching_is_caught(pytester, tmp_path, reference_repository, variant, cause):

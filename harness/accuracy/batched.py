@@ -157,18 +157,26 @@ def _whose(rows: np.ndarray, sequential: list[np.ndarray], own: int, thresholds:
 
 def judge_round(name: str, label: str, answers: dict[int, np.ndarray | Exception], sequential: list[np.ndarray],
                 files: list[str], thresholds: dict) -> list[str]:
-    """Problems of one round: a good image that errored, or whose rows are not its own sequential answer."""
-    problems = []
+    """Problems of one round, one line per kind (up to 3 examples each): good images that errored, that got
+    another request's answer, or whose rows moved beyond the gates from their own sequential answer."""
+    errored, swapped, moved = [], [], []
     for index, rows in answers.items():
         if isinstance(rows, Exception):
-            problems.append(f"{name} {label}: {files[index]} failed: {str(rows)[:200]}")
+            errored.append(f"{files[index]} ({str(rows)[:160]})")
             continue
-        moved = differs(sequential[index], rows, thresholds)
-        if moved:
+        failures = differs(sequential[index], rows, thresholds)
+        if failures:
             other = _whose(rows, sequential, index, thresholds)
-            cause = f"it got {files[other]}'s answer: responses are not returned to their own requests" if other is not None \
-                else "; ".join(moved)
-            problems.append(f"{name} {label}: {files[index]} answered differently than alone: {cause}")
+            if other is not None:
+                swapped.append(f"{files[index]} got {files[other]}'s")
+            else:
+                moved.append(f"{files[index]}: {'; '.join(failures)}")
+    total, problems = len(answers), []
+    for found, what in ((errored, "failed"), (swapped, "got another request's answer — responses are not returned to their "
+                                              "own requests"), (moved, "answered differently than alone")):
+        if found:
+            problems.append(f"{name} {label}: {len(found)} of {total} images {what}: {', '.join(found[:3])}"
+                            + (", ..." if len(found) > 3 else ""))
     return problems
 
 
@@ -211,9 +219,9 @@ def check(sender: Sender, config, repository, items: list[Item], files: list[str
     answers = sender.concurrent(mixed)
     bad = [k for k in range(len(items)) if k % BAD_EVERY == BAD_EVERY - 1]
     outcome.rounds.append(f"{len(items)} concurrent requests, {len(bad)} of them bad")
-    accepted = [files[k] for k in bad if not isinstance(answers[k], Exception)]
+    accepted = [k for k in bad if not isinstance(answers[k], Exception)]
     if accepted:
-        outcome.problems.append(f"{name} mixed batch: a bad input (standing in for {', '.join(accepted)}) was answered, not rejected")
+        outcome.problems.append(f"{name} mixed batch: {len(accepted)} of {len(bad)} bad requests were answered, not rejected")
     good = {k: answers[k][0] if not isinstance(answers[k], Exception) else answers[k] for k in range(len(items)) if k not in bad}
     failed = [k for k, answer in good.items() if isinstance(answer, Exception)]
     if failed:
