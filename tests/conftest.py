@@ -4,6 +4,9 @@ from pathlib import Path
 
 import pytest
 
+# Loaded before pytester snapshots sys.modules: in-process suite runs build the reference at collection
+# time (harness.availability), and onnx's C++ extension aborts the process when imported a second time.
+import harness.reference.build  # noqa: F401
 from harness.repository.writer import write_model
 
 pytest_plugins = ["pytester"]

@@ -124,7 +124,7 @@ def test_good_repository_passes_live(pytester):
     passed = [r.nodeid.split("::")[-1] for r in recorder.getreports("pytest_runtest_logreport") if r.when == "call" and r.passed]
     assert sorted(passed) == ["test_live[yolo_detector]", "test_live[yolo_ensemble]", "test_live[yolo_preprocess]"]
     (onnx,) = [r for r in recorder.getreports("pytest_runtest_logreport") if r.skipped]
-    assert "not tested, because the server has no onnxruntime backend" in onnx.longreprtext
+    assert "not tested on this host, because yolo_onnx needs the onnxruntime backend" in onnx.longreprtext
 
 
 @pytest.mark.server
@@ -177,7 +177,7 @@ def test_live_checks_keep_their_own_server_beside_other_suites():
          str(SUITE / "test_config_live.py"), "-q", "-p", "no:cacheprovider", "-rs"],
         capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
-    assert "not tested, because the server has no onnxruntime backend" in result.stdout, result.stdout[-2000:]
+    assert "not tested on this host, because yolo_onnx needs the onnxruntime backend" in result.stdout, result.stdout[-2000:]
 
 
 def test_plan_is_judged_against_the_serving_host():
