@@ -27,3 +27,11 @@ def test_suite_has_readme_marker_and_fixtures(suite):
 
 def test_there_are_suites():
     assert SUITES, "no suites found"
+
+
+def test_no_test_module_name_is_shared_between_tests_and_suites():
+    # Both trees are rootdir-relative without packages: pytest imports test modules by basename, so a
+    # second module of the same name (a pytester run of a suite from a test) fails "import file mismatch".
+    ours = {p.name for p in (ROOT / "tests").glob("test_*.py")}
+    theirs = {p.name for p in (ROOT / "suites").rglob("test_*.py")}
+    assert not ours & theirs, f"tests/ and suites/ share module names: {sorted(ours & theirs)}"
