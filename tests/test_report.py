@@ -202,3 +202,89 @@ def test_promotion_that_unloads_first_is_not_certified(tmp_path):
     block = verdict_block(result.stdout)
     assert result.returncode != 0 and block is not None, result.stdout[-3000:]
     assert "test_add_version_under_traffic" in block, block
+
+
+def _ladder_dict(repository: Path) -> dict:
+    """A real Ladder's as_dict, batch_mixing's shape: plain agrees, dynamic batching diverges, later rungs."""
+    from harness.diagnose.ladder import BATCHING, FP16, INSTANCES, INT8, PLAIN, SERVED, Ladder, Rung
+
+    def ran(name, change, matched, extra, model="yolo_raw"):
+        return Rung(name, change, matched=matched, extra=extra, per_model={model: {"matched": matched, "extra": extra}})
+
+    return Ladder(repository, "yolo_raw", [
+        ran(PLAIN, "yolo_raw: FP32 version 1, no dynamic batching, one instance", 1.0, 0.0),
+        ran(BATCHING, "yolo_raw: dynamic_batching as configured, 8 requests at once", 0.12, 0.88),
+        Rung(FP16, "", skipped="yolo_raw has no FP16 version"), Rung(INT8, "", skipped="yolo_raw has no INT8 version"),
+        ran(SERVED, "end-to-end models ['yolo_e2e']", 0.1, 0.9, "yolo_e2e"),
+        Rung(INSTANCES, "", skipped="yolo_raw runs one instance")]).as_dict()
+
+
+def test_ablation_ladder_section_renders_from_a_ladder(tmp_path):
+    """Issue #23 item 5: report.html shows the ladder (diagnose.json in the report directory): one row per rung,
+    the first divergent one highlighted, the verdict above; no diagnose.json, no section."""
+    from harness.report import html
+
+    ladder = _ladder_dict(tmp_path / "models")
+    (tmp_path / "report.json").write_text(json.dumps({"environment": {}, "checks": []}))
+    assert "Ablation ladder" not in html.render(tmp_path, "NOT CERTIFIED: 1 required check(s) failed").read_text()
+    (tmp_path / html.DIAGNOSE_NAME).write_text(json.dumps(ladder))
+    text = html.render(tmp_path, "NOT CERTIFIED: 1 required check(s) failed").read_text()
+    section = text[text.index("<h2 id='ablation-ladder'>Ablation ladder</h2>"):]
+    assert "detections first diverge at rung &#x27;dynamic batching&#x27;" in section
+    rows = re.findall(r"<tr(?: class=(\S+))?><td>\d+</td><th>([^<]+)</th>(.*?)</tr>", section)
+    assert [name for _, name, _ in rows] == ["plain", "dynamic batching", "fp16", "int8", "served pre/post-processing",
+                                             "more instances"]
+    assert [name for css, name, _ in rows if css] == ["dynamic batching"]  # highlighted: the first divergent only
+    cells = {name: cells for _, name, cells in rows}
+    assert ">agrees<" in cells["plain"] and "100%" in cells["plain"] and "&ge; 99% matched" in cells["plain"]
+    assert ">FIRST DIVERGENT<" in cells["dynamic batching"] and "12%" in cells["dynamic batching"]
+    assert ">diverges<" in cells["served pre/post-processing"] and "yolo_e2e: 10% matched" in cells["served pre/post-processing"]
+    assert "not run: yolo_raw has no FP16 version" in cells["fp16"]
+    assert html.verdict_line_of(tmp_path) == "NOT CERTIFIED: 1 required check(s) failed"
+    assert "Ablation ladder" in html.render_diagnose(tmp_path, {"repository": "R", "error": "no raw model"}).read_text()
+
+
+def test_certify_diagnose_runs_the_ladder_only_after_an_accuracy_failure(tmp_path, monkeypatch):
+    """`yts certify --diagnose`: a failing accuracy check (the repository's) is followed by the ladder on --repo
+    before report.html is rendered again; report.json gets "diagnose"; the exit code stays the gate's. Without
+    an accuracy failure the ladder does not run. (pytest and the ladder stand-ins: no server.)"""
+    from harness.cli import build_parser
+    from harness.diagnose import ladder as ladder_module
+    from harness.report import certify, html
+
+    repo, report_dir = tmp_path / "models", tmp_path / "report"
+    repo.mkdir()
+    ladders = []
+
+    def fake_run_ladder(path, count=8, log=print):
+        ladders.append(path)
+        return type("L", (), {"as_dict": lambda self: _ladder_dict(path)})()
+
+    def fake_pytest(verdict):
+        def run(command):
+            check = {"id": "suites/accuracy/test_boxes.py::test_boxes[yolo_raw]", "suite": "accuracy", "verdict": verdict,
+                     "duration_s": 1.0, "message": "boxes differ" if verdict == "failed" else "", "values": {}}
+            self_check = dict(check, id="suites/accuracy/test_x.py::test_y[variant:fp16]", verdict="failed",
+                              harness_self_check=True)
+            report_dir.mkdir(exist_ok=True)
+            (report_dir / "report.json").write_text(json.dumps({"environment": {}, "checks": [check, self_check],
+                                                                "complete": True}))
+            html.render(report_dir, "as pytest rendered it")
+            return (1 if verdict == "failed" else 0), None
+        return run
+
+    monkeypatch.setattr(ladder_module, "run_ladder", fake_run_ladder)
+    args = build_parser().parse_args(["certify", "--repo", str(repo), "--report-dir", str(report_dir), "--diagnose"])
+    monkeypatch.setattr(certify, "run_forwarding_signals", fake_pytest("passed"))
+    assert certify.certify(args) == 0 and ladders == [] and not (report_dir / "diagnose.json").exists()
+    assert "Ablation ladder" not in (report_dir / "report.html").read_text()
+
+    monkeypatch.setattr(certify, "run_forwarding_signals", fake_pytest("failed"))
+    assert certify.certify(args) == 1 and ladders == [repo]
+    report = json.loads((report_dir / "report.json").read_text())
+    assert report["diagnose"]["first_divergent"] == "dynamic batching"
+    assert report["diagnose"]["after"] == ["suites/accuracy/test_boxes.py::test_boxes[yolo_raw]"]
+    assert json.loads((report_dir / "diagnose.json").read_text()) == report["diagnose"]
+    text = (report_dir / "report.html").read_text()
+    assert "NOT CERTIFIED" in text and "as pytest rendered it" not in text  # rendered again, judged by the gate
+    assert "<h2 id='ablation-ladder'>Ablation ladder</h2>" in text and "class=first-divergent" in text

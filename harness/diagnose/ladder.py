@@ -67,6 +67,7 @@ class Ladder:
     def as_dict(self) -> dict:
         return {"repository": str(self.repository), "raw_model": self.raw_model, "verdict": self.verdict(),
                 "first_divergent": self.first_divergent.name if self.first_divergent else None,
+                "tolerance": {p: {"matched_at_least": need, "extra_at_most": allowed} for p, (need, allowed) in TOLERANCE.items()},
                 "rungs": [{k: v for k, v in vars(r).items()} | {"diverges": r.diverges} for r in self.rungs]}
 
 

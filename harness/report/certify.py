@@ -7,7 +7,12 @@ Interrupted (Ctrl-C, SIGTERM, SIGHUP, `timeout`), it passes the signal on to pyt
 session of its own so that it gets exactly one: pytest finishes the interrupted session, writing a partial
 report marked incomplete, and stops its servers, within cleanup.DEADLINE_S; the CLI kills it at
 HARD_STOP_S if not. Its exit code is then 128 + the signal. It names only report files that exist, and
-renders report.html itself from the last report.json a run that died left behind."""
+renders report.html itself from the last report.json a run that died left behind.
+
+With --diagnose, a finished run whose accuracy suite has a failing check (the repository's, not a harness
+self-check) is followed by the ablation ladder (`yts diagnose`) on the same --repo before report.html is
+rendered: report.json gets "diagnose", report.html its "Ablation ladder" section. It informs; the verdict and
+the exit code stay the gate's."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from pathlib import Path
 from harness.paths import PROJECT_ROOT
 
 REPORT_FILES = ("report.json", "report.html", "junit.xml")
+DIAGNOSE_FILES = ("diagnose.json", "diagnose.html")  # --diagnose
 HARD_STOP_S = 9.5  # after the first signal, the CLI kills a pytest that has not finished by then
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -55,13 +61,45 @@ def certify(args) -> int:
     if args.repo and not Path(args.repo).is_dir():
         print(f"yts certify: --repo {args.repo} is not a directory", file=sys.stderr)
         return 2
+    if args.diagnose and not args.repo:
+        print("yts certify: --diagnose needs --repo (the ladder runs on the repository under test)", file=sys.stderr)
+        return 2
     command = pytest_command(args)
     report_dir = Path(args.report_dir).resolve()
-    for name in REPORT_FILES:  # an earlier run's report is never presented as this one's
+    for name in REPORT_FILES + DIAGNOSE_FILES:  # an earlier run's report is never presented as this one's
         (report_dir / name).unlink(missing_ok=True)
     print("[yts certify] " + " ".join(command), flush=True)
     status, signum = run_forwarding_signals(command)
-    return conclude(report_dir, args.profile, status, signum, args.strict)
+    diagnosed = args.diagnose and signum is None and status >= 0 and diagnose_after(report_dir, Path(args.repo))
+    return conclude(report_dir, args.profile, status, signum, args.strict, rerender=diagnosed)
+
+
+def accuracy_failures(report: dict) -> list[str]:
+    """The repository's failing accuracy checks (the harness's own variants are not the repository's)."""
+    return [c["id"] for c in report.get("checks", []) if c.get("suite") == "accuracy"
+            and c.get("verdict") in ("failed", "error") and not c.get("harness_self_check")]
+
+
+def diagnose_after(report_dir: Path, repo: Path) -> bool:
+    """--diagnose: the ladder on `repo` when the finished run's accuracy suite failed; True when it wrote one
+    (diagnose.json, report.json's "diagnose"), so report.html is rendered again with its section."""
+    from harness.diagnose.cli import write_report
+    from harness.diagnose.ladder import run_ladder
+
+    report = report_dir / "report.json"
+    failing = accuracy_failures(json.loads(report.read_text())) if report.is_file() else []
+    if not failing:
+        print("[yts certify] --diagnose: no accuracy check failed, the ladder did not run", flush=True)
+        return False
+    print(f"[yts certify] --diagnose: {len(failing)} accuracy check(s) failed: the ablation ladder on {repo}", flush=True)
+    try:
+        ladder = run_ladder(repo, log=lambda line: print(f"[yts diagnose] {line}", flush=True)).as_dict()
+    except Exception as error:  # the ladder informs; its own failure is reported, never the run's
+        ladder = {"repository": str(repo), "error": f"{type(error).__name__}: {error}"}
+    ladder["after"] = failing
+    write_report(report_dir, ladder)
+    print(f"[yts certify] diagnose: {ladder.get('verdict') or 'the ladder did not run: ' + ladder['error']}", flush=True)
+    return True
 
 
 def _interrupt_with_parent() -> None:
@@ -106,8 +144,10 @@ def run_forwarding_signals(command: list[str]) -> tuple[int, int | None]:
     return status, (received[0][0] if received else None)
 
 
-def conclude(report_dir: Path, profile: str, status: int, signum: int | None, strict: bool = False) -> int:
-    """Say honestly what happened and what was written; the exit code."""
+def conclude(report_dir: Path, profile: str, status: int, signum: int | None, strict: bool = False,
+             rerender: bool = False) -> int:
+    """Say honestly what happened and what was written; the exit code. `rerender`: report.html is rendered
+    again (the ladder was added after pytest rendered it)."""
     from harness.report import gate, html
 
     if signum is not None:
@@ -120,11 +160,11 @@ def conclude(report_dir: Path, profile: str, status: int, signum: int | None, st
         data = json.loads(report.read_text())
         incomplete = data.get("complete") is False
         line = gate.judge(data, gate.load_profile(profile), strict=strict or None).line()
-        if not (report_dir / "report.html").is_file():  # the run died before rendering: render what it left
+        if rerender or not (report_dir / "report.html").is_file():  # the run died before rendering: render what it left
             html.render(report_dir, line)
         if not 0 <= status < 128:  # pytest did not finish its session, so did not print the verdict
             print(line)
-    written = [name for name in REPORT_FILES if (report_dir / name).is_file()]
+    written = [name for name in REPORT_FILES + DIAGNOSE_FILES if (report_dir / name).is_file()]
     missing = [name for name in REPORT_FILES if name not in written]
     if incomplete:
         print("[yts certify] the run did not finish: the report is partial (marked incomplete)")
@@ -152,6 +192,9 @@ def register(subparsers) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="refuse certification when a model cannot be served on this host (default: certified for "
                              "what could be tested here, listing each such model and the way out)")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="when an accuracy check fails, run the ablation ladder (yts diagnose) on --repo after the "
+                             "suites: report.json \"diagnose\", report.html's section; the verdict stays the gate's")
     parser.add_argument("--suites", nargs="*", choices=SUITES, help="a subset of the suites (default: all)")
     parser.add_argument("--eval-set", help="labelled evaluation set (COCO annotations.json or YOLO images/ + labels/)")
     parser.add_argument("--reference", help="the FP32 ONNX your deployment was built from (the accuracy suite's reference)")

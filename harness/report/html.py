@@ -7,6 +7,7 @@ import base64
 import html
 import io
 import json
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -18,7 +19,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 STYLE = """body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:13px}th{background:#eee}
 .passed{color:#176f2c}.failed,.error{color:#b00020;font-weight:bold}.not-tested{color:#8a6d00}.interrupted{color:#6a1b9a}
-.verdict{font-size:20px;padding:10px;border:2px solid}pre{white-space:pre-wrap;margin:0}img{max-width:100%}"""
+.verdict{font-size:20px;padding:10px;border:2px solid}pre{white-space:pre-wrap;margin:0}img{max-width:100%}
+tr.first-divergent td,tr.first-divergent th{background:#fde7e9}"""
+DIAGNOSE_NAME = "diagnose.json"  # `yts diagnose --report-dir D` / `yts certify --diagnose`: the ablation ladder
 
 
 def _png(fig) -> str:
@@ -88,6 +91,73 @@ def _model_table(models: dict) -> str:
     return "\n".join(rows + ["</table>"])
 
 
+def _share(value) -> str:
+    return "" if value is None else f"{value:.0%}"
+
+
+def ladder_section(ladder: dict) -> str:
+    """The ablation ladder (harness.diagnose.ladder's as_dict): one row per rung, what it switched on, how
+    many of the FP32 reference's boxes it found again and how many it added, against its precision's
+    tolerance; the first divergent rung highlighted, the ladder's verdict above."""
+    out = ["<h2 id='ablation-ladder'>Ablation ladder</h2>"]
+    if ladder.get("error"):
+        return out[0] + f"<p id='ladder-verdict' class='error'>The ladder did not run: {html.escape(ladder['error'])}</p>"
+    first = ladder.get("first_divergent")
+    out.append(f"<p>Repository {html.escape(str(ladder.get('repository', '')))}, raw model "
+               f"{html.escape(str(ladder.get('raw_model', '')))}: each rung switches one optimisation back on, "
+               "cumulatively, and is judged against the FP32 ONNX run locally (<code>yts diagnose</code>).</p>")
+    if ladder.get("after"):
+        out.append("<p>Run by <code>yts certify --diagnose</code> because these accuracy checks failed: "
+                   f"{html.escape(', '.join(ladder['after']))}.</p>")
+    out.append(f"<p id='ladder-verdict' class='{'failed' if first else 'passed'}'>{html.escape(ladder.get('verdict', ''))}</p>")
+    tolerance = ladder.get("tolerance", {})
+    rows = ["<table id='ladder'><tr><th>#</th><th>rung</th><th>switched on</th><th>precision</th><th>matched</th>"
+            "<th>extra</th><th>tolerance</th><th>per model</th><th>result</th></tr>"]
+    for index, rung in enumerate(ladder.get("rungs", []), 1):
+        limits = tolerance.get(rung.get("precision"), {})
+        limit = (f"&ge; {_share(limits['matched_at_least'])} matched, &le; {_share(limits['extra_at_most'])} extra"
+                 if limits and not rung.get("skipped") else "")
+        per_model = "; ".join(f"{m}: {_share(v['matched'])} matched, {_share(v['extra'])} extra"
+                              for m, v in rung.get("per_model", {}).items())
+        if rung.get("skipped"):
+            result, css = f"not run: {rung['skipped']}", "not-tested"
+        elif rung.get("diverges"):
+            result, css = ("FIRST DIVERGENT" if rung["name"] == first else "diverges"), "failed"
+        else:
+            result, css = "agrees", "passed"
+        rows.append(f"<tr{' class=first-divergent' if rung['name'] == first else ''}><td>{index}</td>"
+                    f"<th>{html.escape(rung['name'])}</th><td>{html.escape(rung.get('change') or '')}</td>"
+                    f"<td>{html.escape(rung.get('precision', ''))}</td><td>{_share(rung.get('matched'))}</td>"
+                    f"<td>{_share(rung.get('extra'))}</td><td>{limit}</td><td>{html.escape(per_model)}</td>"
+                    f"<td class='{css}'>{html.escape(result)}</td></tr>")
+    return "\n".join(out + rows + ["</table>"])
+
+
+def ladder_of(report_dir: Path, report: dict | None = None) -> dict | None:
+    """The ladder run for this report: diagnose.json in the report directory, else report.json's "diagnose"."""
+    path = Path(report_dir) / DIAGNOSE_NAME
+    if path.is_file():
+        return json.loads(path.read_text())
+    return (report or {}).get("diagnose")
+
+
+def render_diagnose(report_dir: Path, ladder: dict) -> Path:
+    """diagnose.html: the ablation ladder alone, in report.html's style (for a report directory without a run)."""
+    page = ["<!doctype html><html><head><meta charset='utf-8'><title>yolo-triton-suite ablation ladder</title>",
+            f"<style>{STYLE}</style></head><body><h1>yolo-triton-suite: ablation ladder</h1>",
+            ladder_section(ladder), "</body></html>"]
+    path = Path(report_dir) / "diagnose.html"
+    path.write_text("\n".join(page))
+    return path
+
+
+def verdict_line_of(report_dir: Path) -> str | None:
+    """The verdict report.html was rendered with (to render it again with the same verdict)."""
+    path = Path(report_dir) / "report.html"
+    found = re.search(r"<pre class='verdict' id='verdict'[^>]*>(.*?)</pre>", path.read_text(), re.S) if path.is_file() else None
+    return html.unescape(found.group(1)) if found else None
+
+
 def render(report_dir: Path, verdict_line: str) -> Path:
     report_dir = Path(report_dir)
     report = json.loads((report_dir / "report.json").read_text())
@@ -107,6 +177,8 @@ def render(report_dir: Path, verdict_line: str) -> Path:
         out.append(f"<h2>Throughput and latency</h2><img id='performance-plot' alt='throughput vs p95' src='{perf}'>")
     if report.get("models"):
         out.append(_model_table(report["models"]))
+    if ladder := ladder_of(report_dir, report):
+        out.append(ladder_section(ladder))
     by_suite = defaultdict(list)
     for check in checks:
         by_suite["harness self-checks (the harness's own parts, not the repository)" if check.get("harness_self_check")
