@@ -107,7 +107,10 @@ _DEADLINE_REPORT = pytest.StashKey[object]()
 @pytest.hookimpl(tryfirst=True)
 def pytest_keyboard_interrupt(excinfo) -> None:
     """However the run was interrupted, it now has a deadline (cleanup.DEADLINE_S) and its servers a
-    short grace; the collector records which test was cut off."""
+    short grace; the collector records which test was cut off. A collection error or pytest.exit() comes
+    through this hook too (pytest's Interrupted is a KeyboardInterrupt): no signal, no deadline."""
+    if excinfo.errisinstance((pytest.Session.Interrupted, pytest.exit.Exception)):
+        return
     cleanup.note_interrupt("KeyboardInterrupt")
 
 

@@ -246,3 +246,14 @@ def test_incomplete_report_is_never_certified_and_says_what_ran():
     assert gate.judge(report, {"required": ["*"]}).line().startswith("INCOMPLETE: the run died after 3 of 10 tests")
     report.update(complete=True, checks=checks[:3])
     assert gate.judge(report, {"required": ["*"]}).certified
+
+
+def test_a_collection_error_is_not_an_interrupt(tmp_path):
+    """pytest reports "Interrupted: 1 error during collection" through the keyboard-interrupt hook; that is no
+    signal, so no deadline may be armed (it once killed a pytester host run 10 s later with exit 130)."""
+    (tmp_path / "test_broken.py").write_text("import no_such_module_here\n")
+    code = ("import pytest; from harness.servers import cleanup; "
+            f"code = pytest.main([{str(tmp_path)!r}, '-q', '-p', 'no:cacheprovider']); "
+            "print('exit', int(code), 'interrupted', cleanup.interrupted())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert "exit 2 interrupted None" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
