@@ -91,3 +91,22 @@ def test_broken_config_reports_tritons_load_error(tmp_path, breakage, reason):
     message = str(failure.value)
     assert "broken" in message and reason in message, message
     assert "did not become live" not in message  # Triton's reason, not a timeout
+
+
+def test_a_port_taken_before_triton_binds_it_is_not_answered_by_another_server(tiny_repository, monkeypatch):
+    """The ports are chosen free, then Triton binds them seconds later; meanwhile another process can take one.
+    Another Triton there answers the health checks for ours, which then exits "already in use": the harness
+    must not take that answer for its own server, and relaunches on fresh ports."""
+    import harness.servers.process as process_launcher
+
+    settings = ServerSettings(repository=tiny_repository, startup_timeout=60)
+    with create_server("process", settings) as other:
+        taken = iter([int(other.endpoints.http.rsplit(":", 1)[1])])
+        choose = process_launcher.free_port
+        monkeypatch.setattr(process_launcher, "free_port", lambda: next(taken, None) or choose())
+        with create_server("process", settings) as server:
+            assert server.endpoints.http != other.endpoints.http
+            assert server.alive() and server.bound()
+            assert f"Started HTTPService at {server.endpoints.http}" in server.log_tail(400)
+            client = httpclient.InferenceServerClient(server.endpoints.http)
+            assert client.is_server_ready() and client.get_server_metadata()["name"] == "triton"

@@ -14,6 +14,11 @@ class ServerStartError(RuntimeError):
     """The server did not become ready; the message carries Triton's load errors and its log tail."""
 
 
+class PortTaken(ServerStartError):
+    """Triton exited because a port chosen for it was taken in the meantime (another server, or a client
+    connection's ephemeral port): a fresh launch on other ports is the remedy."""
+
+
 @dataclass(frozen=True)
 class Endpoints:
     http: str
@@ -67,6 +72,9 @@ class ServerSettings:
         return args + list(self.extra_args)
 
 
+LAUNCH_ATTEMPTS = 3  # launches on fresh ports when a chosen port was taken before Triton bound it
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -99,6 +107,11 @@ class TritonServer(abc.ABC):
     def log_tail(self, lines: int = 60) -> str:
         """The last lines of the server's own log."""
 
+    def bound(self) -> bool:
+        """Whether this server itself listens on its endpoints, so that an answer there is its own (a
+        launcher whose ports could be answered by another process says so from its log)."""
+        return True
+
     @abc.abstractmethod
     def stop(self) -> None:
         """Stop and reap the server; never raises for an already stopped one."""
@@ -112,13 +125,18 @@ class TritonServer(abc.ABC):
 
         if cleanup.interrupted():  # a teardown restarting a server would only delay the stop
             raise ServerStartError(f"the run was interrupted ({cleanup.interrupted()}): no new server is started")
-        self.endpoints = self._launch()
-        try:
-            wait.ServerReady(self.settings.startup_timeout).wait_for(self)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        for attempt in range(LAUNCH_ATTEMPTS):
+            self.endpoints = self._launch()
+            try:
+                wait.ServerReady(self.settings.startup_timeout).wait_for(self)
+                return self
+            except PortTaken:
+                self.stop()
+                if attempt == LAUNCH_ATTEMPTS - 1:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
 
     def __enter__(self) -> TritonServer:
         return self.start()

@@ -4,6 +4,7 @@ the host with the harness's own interpreter (a warning says so for untrusted rep
 from __future__ import annotations
 
 import ctypes
+import re
 import signal
 import subprocess
 import time
@@ -60,6 +61,14 @@ class ProcessServer(TritonServer):
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def bound(self) -> bool:
+        """Triton logs each service it started on its address; until all three are there, a health answer
+        on these ports may come from another process that took a port meanwhile (Triton then exits with
+        "failed to start HTTP service: … already in use")."""
+        log = self.log_tail(400)
+        return all(re.search(rf"Started [\w ]+ at {re.escape(endpoint)}(?!\d)", log)
+                   for endpoint in (self.endpoints.http, self.endpoints.grpc, self.endpoints.metrics))
 
     def log_tail(self, lines: int = 60) -> str:
         if not self._log_path or not self._log_path.exists():

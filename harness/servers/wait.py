@@ -40,8 +40,11 @@ def fatal_log_lines(log: str) -> list[str]:
     return [line for line in log.splitlines() if FATAL_LOG_LINES.search(line)]
 
 
-def _failure(server: TritonServer, headline: str, errors: dict[str, str] | None = None) -> Exception:
-    from harness.servers.base import ServerStartError
+PORT_TAKEN = re.compile(r"failed to start .*already in use")
+
+
+def _failure(server: TritonServer, headline: str, errors: dict[str, str] | None = None, kind: str = "") -> Exception:
+    from harness.servers.base import PortTaken, ServerStartError
 
     lines = [headline]
     if errors:
@@ -49,7 +52,7 @@ def _failure(server: TritonServer, headline: str, errors: dict[str, str] | None 
         lines += [f"  {name}: {reason}" for name, reason in sorted(errors.items())]
     lines.append(f"--- last lines of the {server.kind} server log ---")
     lines.append(server.log_tail())
-    return ServerStartError("\n".join(lines))
+    return (PortTaken if kind == "port" else ServerStartError)("\n".join(lines))
 
 
 class _Wait:
@@ -62,6 +65,9 @@ class _Wait:
         polls = 0
         while time.monotonic() < deadline:
             if not server.alive():
+                if PORT_TAKEN.search(server.log_tail(400)):
+                    raise _failure(server, f"The {server.kind} Triton server could not bind a port chosen for it.",
+                                   kind="port")
                 raise _failure(server, f"The {server.kind} Triton server exited during startup.")
             polls += 1
             if polls % 8 == 0 and (fatal := fatal_log_lines(server.log_tail(400))):
@@ -82,7 +88,7 @@ class ServerReady(_Wait):
         url = server.endpoints.http_url
 
         def live() -> bool:
-            return requests.get(f"{url}/v2/health/live", timeout=2).status_code == 200
+            return server.bound() and requests.get(f"{url}/v2/health/live", timeout=2).status_code == 200
 
         if not self._poll(server, live):
             raise _failure(server, f"Triton did not become live within {self.timeout:.0f} s.")
