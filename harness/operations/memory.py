@@ -1,4 +1,4 @@
-"""Memory headroom with the whole repository loaded. On a GPU host, Triton's GPU metrics: free GPU
+"""Memory headroom with the whole repository loaded and each model run once at its largest batch. On a GPU host, Triton's GPU metrics: free GPU
 memory must stay above a fraction of the total. On a CPU host, the same rule on host memory: the RSS
 of the server and every process it started (the Python backend stubs, one per model instance) against
 a budget; each stub's RSS is charged to the model whose model.py it runs (its command line names it)."""
@@ -54,6 +54,34 @@ def _model_of(cmdline: list[str], repository: Path) -> str:
             except ValueError:
                 return path.parent.parent.name
     return "other processes"
+
+
+def run_each_at_max_batch(grpc_url: str, repository: Path, models: list[str]) -> list[str]:
+    """One request per model at its largest batch, so that what is measured is the working set: ONNX
+    Runtime's arenas, TensorRT's and the stubs' buffers grow on first use (the CPU reference's yolo_raw stub
+    holds ~130 MiB loaded, ~400 MiB once it ran a batch of 8). Returns a line per model that could not be run."""
+    import grpc
+    from tritonclient.grpc import service_pb2_grpc
+
+    from harness.load import payload_from_config
+    from harness.load.clients import infer_request
+    from harness.repository.sizing import RequestTooLarge, Sizer, read_configs
+
+    configs = read_configs(repository)
+    sizer = Sizer(configs, repository)
+    problems = []
+    with grpc.insecure_channel(grpc_url, options=[("grpc.max_send_message_length", -1),
+                                                  ("grpc.max_receive_message_length", -1)]) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        for model in models:
+            batch = max(configs[model].max_batch_size, 1)
+            try:
+                stub.ModelInfer(infer_request(payload_from_config(configs[model], batch=batch, sizer=sizer)), timeout=120)
+            except RequestTooLarge as error:
+                problems.append(f"{model}: not run at batch {batch} ({error})")
+            except grpc.RpcError as error:
+                problems.append(f"{model}: a batch of {batch} failed ({error.code().name}: {error.details()})")
+    return problems
 
 
 def host_usage(server_pid: int, repository: Path) -> HostUsage:

@@ -1,4 +1,5 @@
-"""Memory headroom: with every model, instance and version of the repository loaded, the device keeps
+"""Memory headroom: with every model, instance and version of the repository loaded and each model run once
+at its largest batch (the working set, not the load-time footprint, whatever ran before), the device keeps
 room to spare (a GPU host: free GPU memory; a CPU host: the server's and its stubs' RSS under a budget)."""
 
 from __future__ import annotations
@@ -6,12 +7,16 @@ from __future__ import annotations
 import pytest
 
 from harness.metrics import prometheus
-from harness.operations.memory import gpu_problems, host_budget, host_usage, human
+from harness.repository.sizing import read_configs
+from harness.operations.memory import gpu_problems, host_budget, host_usage, human, run_each_at_max_batch
 
 
 def test_memory_headroom_with_everything_loaded(pytestconfig, triton_server, repository, callable_models, operations_notes,
                                                record_property):
     min_free = pytestconfig.getoption("--min-free-memory")
+    not_run = run_each_at_max_batch(triton_server.endpoints.grpc, repository,
+                                    [v.name for v in callable_models if v.name in read_configs(repository)])
+    operations_notes.extend(f"memory: {line}" for line in not_run)
     lines, short = gpu_problems(prometheus.scrape(triton_server.endpoints.metrics), min_free)
     if lines:
         record_property("gpu_memory", lines)
