@@ -7,6 +7,7 @@ import pytest
 # Loaded before pytester snapshots sys.modules: in-process suite runs build the reference at collection
 # time (harness.availability), and onnx's C++ extension aborts the process when imported a second time.
 import harness.reference.build  # noqa: F401
+from harness.paths import FIXTURES, PROJECT_ROOT
 from harness.repository.writer import write_model
 
 pytest_plugins = ["pytester"]
@@ -33,3 +34,33 @@ def tiny_repository(tmp_path_factory) -> Path:
     repository = tmp_path_factory.mktemp("tiny") / "models"
     write_scale_add(repository)
     return repository
+
+
+@pytest.fixture(scope="session")
+def reference_repository() -> Path:
+    """The reference repository built for this machine (session scope: built before any pytester snapshot);
+    skips until the trained reference model is there."""
+    from harness.reference.build import build_reference_repository, source_model
+
+    try:
+        source_model()
+    except FileNotFoundError as error:
+        pytest.skip(f"needs a detector that detects: {error}")
+    return build_reference_repository()
+
+
+def run_suite_file(pytester: pytest.Pytester, path: Path, *args: str, timeout: float = 900) -> pytest.RunResult:
+    """A suite (or one of its files) in a pytest subprocess under the project's own pytest.ini."""
+    return pytester.runpytest_subprocess(str(path), "-p", "no:cacheprovider", "-rfs", f"--rootdir={PROJECT_ROOT}",
+                                         "-c", str(PROJECT_ROOT / "pytest.ini"), *args, timeout=timeout)
+
+
+def derive_served(reference: Path, variant: str, out: Path, fixtures: Path = FIXTURES / "letterbox" / "served") -> Path:
+    """fixtures/letterbox/served/derive.py: the reference repository with yolo_e2e's model.py replaced by the
+    variant's (from `fixtures`, default fixtures/letterbox/served)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("served_derive", FIXTURES / "letterbox" / "served" / "derive.py")
+    derive = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(derive)
+    return derive.derive_repository(reference, variant, out, fixtures=fixtures)

@@ -7,12 +7,12 @@ shared cores; skips until the trained reference model is committed."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
 
 from harness import paths
+from tests.conftest import derive_served, run_suite_file
 
 # Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
 import harness.reference.build  # noqa: F401
@@ -22,29 +22,10 @@ SUITE_FILE = paths.PROJECT_ROOT / "suites" / "accuracy" / "test_batched_answers.
 QUICK = paths.FIXTURES / "accuracy" / "profiles" / "quick.toml"
 
 
-@pytest.fixture(scope="module")
-def reference_repository():
-    from harness.reference.build import build_reference_repository, source_model
-
-    try:
-        source_model()
-    except FileNotFoundError as error:
-        pytest.skip(f"needs a detector that detects: {error}")
-    return build_reference_repository()
-
-
 def run_check(pytester: pytest.Pytester, repository, *models: str) -> pytest.RunResult:
     candidates = [a for model in models for a in ("--accuracy-candidate", f"served:{model}")]
-    return pytester.runpytest_subprocess(
-        str(SUITE_FILE), "-p", "no:cacheprovider", "-v", "-rfs", f"--rootdir={paths.PROJECT_ROOT}",
-        "-c", str(paths.PROJECT_ROOT / "pytest.ini"), f"--repo={repository}", "--profile", str(QUICK), *candidates, timeout=600)
-
-
-def _derive(reference, variant: str, out):
-    spec = importlib.util.spec_from_file_location("served_derive", paths.FIXTURES / "letterbox" / "served" / "derive.py")
-    derive = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(derive)
-    return derive.derive_repository(reference, variant, out, fixtures=paths.FIXTURES / "batching" / "served")
+    return run_suite_file(pytester, SUITE_FILE, "-v", f"--repo={repository}", "--profile", str(QUICK), *candidates,
+                          timeout=600)
 
 
 def test_reference_answers_each_request_under_batching(pytester, reference_repository):
@@ -68,7 +49,7 @@ def test_reference_raw_and_ensemble_answer_each_request_under_batching(pytester,
     ("bad_fails_batch", r"mixed batch: \d+ of \d+ good requests failed beside a bad one — one bad input fails its neighbours"),
 ], ids=["rotated_answers", "bad_fails_batch"])
 def test_broken_batching_is_caught(pytester, tmp_path, reference_repository, variant, cause):
-    broken = _derive(reference_repository, variant, tmp_path / "models")
+    broken = derive_served(reference_repository, variant, tmp_path / "models", paths.FIXTURES / "batching" / "served")
     result = run_check(pytester, broken, "yolo_e2e")
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, f"{variant} was not caught:\n{output[-4000:]}"

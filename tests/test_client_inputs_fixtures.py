@@ -20,6 +20,7 @@ from PIL import Image
 from harness import paths
 from harness.vision.catalogue import NAMES, catalogue, entry
 from harness.vision.client_inputs import judge, objects
+from tests.conftest import derive_served, run_suite_file
 
 # Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
 import harness.reference.build  # noqa: E402,F401
@@ -86,28 +87,12 @@ def test_every_entry_has_objects_and_every_mistake_is_told_apart(reference):
 
 
 # -- through a real server ----------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def reference_repository():
-    from harness.reference.build import build_reference_repository, source_model
-
-    try:
-        source_model()
-    except FileNotFoundError as error:
-        pytest.skip(f"needs a detector that detects: {error}")
-    return build_reference_repository()
-
-
 def run_suite(pytester: pytest.Pytester, repo, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(str(SUITE_FILE), "-p", "no:cacheprovider", "-q", "-rfs",
-                                         f"--rootdir={paths.PROJECT_ROOT}", "-c", str(paths.PROJECT_ROOT / "pytest.ini"),
-                                         f"--repo={repo}", *args, timeout=900)
+    return run_suite_file(pytester, SUITE_FILE, "-q", f"--repo={repo}", *args)
 
 
 def derived(reference_repository, variant: str, out):
-    spec = importlib.util.spec_from_file_location("served_derive", paths.FIXTURES / "letterbox" / "served" / "derive.py")
-    derive = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(derive)
-    return derive.derive_repository(reference_repository, variant, out, fixtures=FIXTURES)
+    return derive_served(reference_repository, variant, out, FIXTURES)
 
 
 def failures(output: str) -> set[str]:

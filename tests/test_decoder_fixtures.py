@@ -6,11 +6,11 @@ the embedded server: ~30-60 s on two shared cores. Skips until the trained refer
 
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 
 from harness import paths
+from tests.conftest import derive_served, run_suite_file
 
 # Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
 import harness.reference.build  # noqa: E402,F401
@@ -19,29 +19,9 @@ SUITE_FILE = paths.PROJECT_ROOT / "suites" / "accuracy" / "test_decoder.py"
 QUICK = paths.FIXTURES / "accuracy" / "profiles" / "quick.toml"
 
 
-@pytest.fixture(scope="module")
-def reference_repository():
-    from harness.reference.build import build_reference_repository, source_model
-
-    try:
-        source_model()
-    except FileNotFoundError as error:
-        pytest.skip(f"needs a detector that detects: {error}")
-    return build_reference_repository()
-
-
 def run_decoder_check(pytester: pytest.Pytester, repository) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        str(SUITE_FILE), "-p", "no:cacheprovider", "-q", "-rfs", f"--rootdir={paths.PROJECT_ROOT}",
-        "-c", str(paths.PROJECT_ROOT / "pytest.ini"), f"--repo={repository}", "--profile", str(QUICK),
-        "--accuracy-candidate", "served:yolo_e2e", timeout=600)
-
-
-def _derive(reference, variant: str, out):
-    spec = importlib.util.spec_from_file_location("served_derive", paths.FIXTURES / "letterbox" / "served" / "derive.py")
-    derive = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(derive)
-    return derive.derive_repository(reference, variant, out, fixtures=paths.FIXTURES / "accuracy" / "served")
+    return run_suite_file(pytester, SUITE_FILE, "-q", f"--repo={repository}", "--profile", str(QUICK),
+                          "--accuracy-candidate", "served:yolo_e2e", timeout=600)
 
 
 def test_reference_decodes_jpeg_as_it_decodes_png(pytester, reference_repository):
@@ -52,7 +32,7 @@ def test_reference_decodes_jpeg_as_it_decodes_png(pytester, reference_repository
 
 
 def test_jpeg_draft_decoding_is_caught(pytester, tmp_path, reference_repository):
-    broken = _derive(reference_repository, "jpeg_draft", tmp_path / "models")
+    broken = derive_served(reference_repository, "jpeg_draft", tmp_path / "models", paths.FIXTURES / "accuracy" / "served")
     result = run_decoder_check(pytester, broken)
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, f"jpeg_draft was not caught:\n{output[-4000:]}"

@@ -15,6 +15,7 @@ import pytest
 
 from harness import paths
 from harness.vision.served import end_to_end_models
+from tests.conftest import derive_served, run_suite_file
 
 # Imported here, before pytester snapshots sys.modules (it drops what a test imported, and OpenCV /
 # ONNX Runtime abort when imported a second time in one process).
@@ -26,21 +27,7 @@ TOY = paths.FIXTURES / "protocol" / "toy_yolo"
 
 
 def run_served(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(str(SUITE_FILE), "-p", "no:cacheprovider", "-q", "-rfs",
-                                         f"--rootdir={paths.PROJECT_ROOT}", "-c", str(paths.PROJECT_ROOT / "pytest.ini"),
-                                         *args, timeout=900)
-
-
-@pytest.fixture(scope="session")
-def reference_repository():
-    """The reference repository built for this machine (session scope: built before any pytester snapshot)."""
-    from harness.reference.build import build_reference_repository, source_model
-
-    try:
-        source_model()
-    except FileNotFoundError as error:
-        pytest.skip(f"needs a detector that detects: {error}")
-    return build_reference_repository()
+    return run_suite_file(pytester, SUITE_FILE, "-q", *args)
 
 
 # -- discovery ----------------------------------------------------------------------------------
@@ -82,12 +69,7 @@ def test_reference_end_to_end_models_pass(pytester, reference_repository):
 
 
 def test_offset_not_undone_is_caught_and_shrunk(pytester, tmp_path, reference_repository):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("served_derive", paths.FIXTURES / "letterbox" / "served" / "derive.py")
-    derive = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(derive)
-    broken = derive.derive_repository(reference_repository, "offset_not_undone", tmp_path / "models")
+    broken = derive_served(reference_repository, "offset_not_undone", tmp_path / "models")
 
     result = run_served(pytester, f"--repo={broken}")
     output = result.stdout.str()
