@@ -107,3 +107,29 @@ def test_memory_floor_catches_a_leak_under_the_same_swings():
     assert floor_growth(leaking) / MB > 64
     with pytest.raises(ValueError, match="at least 2 samples"):
         floor_growth([MB])
+
+
+@pytest.mark.server
+def test_a_server_that_died_is_replaced_and_the_test_is_told(tmp_path):
+    """One crash (Triton's Python backend can abort the whole server: boost::interprocess::lock_exception under
+    stub churn, server#8882) fails the test it happened in, naming it; the next tests get a fresh server instead
+    of 'connection refused' from a dead one."""
+    import signal
+
+    from harness.lifecycle.deployment import Deployment
+    from harness.servers import ServerSettings, create_server
+
+    repository = write_scale_add(tmp_path / "models").parent
+    settings = ServerSettings(repository=repository, model_control="explicit", load_models=("scale_add",),
+                              startup_timeout=60)
+    deployment = Deployment(lambda: create_server("process", settings).start(), repository, "scale_add")
+    try:
+        deployment.restore()  # alive: nothing to say
+        deployment.server.process.send_signal(signal.SIGKILL)
+        deployment.server.process.wait(timeout=30)
+        with pytest.raises(RuntimeError, match="the Triton server died during this test; a fresh one serves"):
+            deployment.restore()
+        assert deployment.restarts == 1 and deployment.server.alive() and deployment.server_ready()
+        assert deployment.ready_versions() == {"1"}
+    finally:
+        deployment.stop()

@@ -70,9 +70,18 @@ class Deployment:
         return {e["version"] for e in self.index() if e.get("state") == "READY"}
 
     def restore(self, timeout_s: float = 300.0) -> None:
-        """Back to the repository as copied: same version directories and config, loaded and ready."""
+        """Back to the repository as copied: same version directories and config, loaded and ready. A server
+        that died meanwhile is replaced, so that one crash fails the test it happened in, not every test after
+        it; that test is then told why (RuntimeError with the end of the dead server's log)."""
         shutil.rmtree(self.model_dir)
         shutil.copytree(self._baseline / self.model, self.model_dir, symlinks=True)
+        if not self.server.alive():
+            last_words = self.server.log_tail(4)
+            self.restarts += 1
+            self.restart()
+            wait.ModelReady(self.model, timeout=timeout_s).wait_for(self.server)
+            raise RuntimeError(f"the Triton server died during this test; a fresh one serves the next tests. "
+                               f"The end of its log:\n{last_words}")
         for model in (self.model, *self.dependents):  # an ensemble a test's version broke loads again
             response = requests.post(f"{self.http_url}/v2/repository/models/{model}/load", json={},
                                      timeout=timeout_s)
