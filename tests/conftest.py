@@ -58,9 +58,15 @@ def run_suite_file(pytester: pytest.Pytester, path: Path, *args: str, timeout: f
 def derive_served(reference: Path, variant: str, out: Path, fixtures: Path = FIXTURES / "letterbox" / "served") -> Path:
     """fixtures/letterbox/served/derive.py: the reference repository with yolo_e2e's model.py replaced by the
     variant's (from `fixtures`, default fixtures/letterbox/served)."""
+    derive = load_module(FIXTURES / "letterbox" / "served" / "derive.py")
+    return derive.derive_repository(reference, variant, out, fixtures=fixtures)
+
+
+def load_module(path: Path):
+    """A script of the project that is no package module (a fixture's build.py, a suite file) as a module."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("served_derive", FIXTURES / "letterbox" / "served" / "derive.py")
-    derive = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(derive)
-    return derive.derive_repository(reference, variant, out, fixtures=fixtures)
+    spec = importlib.util.spec_from_file_location(f"yts_{path.parent.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -8,7 +8,6 @@ enough for images where the reference finds overlapping boxes of different class
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
@@ -18,6 +17,7 @@ from harness import paths
 # Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
 import harness.reference.build  # noqa: F401
 import harness.vision.letterbox  # noqa: F401
+from tests.conftest import load_module
 
 pytestmark = pytest.mark.server
 ROOT = paths.PROJECT_ROOT
@@ -34,10 +34,7 @@ CAUSES = {
 
 @pytest.fixture(scope="module")
 def builder():
-    spec = importlib.util.spec_from_file_location("yts_deployments_fixture_build", paths.FIXTURES / "accuracy" / "deployments" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(paths.FIXTURES / "accuracy" / "deployments" / "build.py")
 
 
 def test_settings_and_missing_box_causes_are_named_and_the_correct_model_passes(pytester, tmp_path, builder):

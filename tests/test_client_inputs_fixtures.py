@@ -9,7 +9,6 @@ and sends the 17 entries per model (~20-40 s on two shared cores). They need the
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import re
 
@@ -20,7 +19,7 @@ from PIL import Image
 from harness import paths
 from harness.vision.catalogue import NAMES, catalogue, entry
 from harness.vision.client_inputs import judge, objects
-from tests.conftest import derive_served, run_suite_file
+from tests.conftest import derive_served, load_module, run_suite_file
 
 # Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
 import harness.reference.build  # noqa: E402,F401
@@ -130,9 +129,7 @@ def test_channel_blind_deployment_fails_16bit_and_la(pytester, tmp_path, referen
 def test_pixel_and_tensor_models_take_only_the_size_entries(pytester, tmp_path):
     """fixtures/layouts' correct models at 320: yolo_pixels (UINT8 pixels in) and yolo_nms (a tensor in) cannot
     decode an image wrong -- the encoding entries are not applicable to them, the sizes are judged and pass."""
-    spec = importlib.util.spec_from_file_location("yts_layouts_fixture_build", paths.FIXTURES / "layouts" / "build.py")
-    builder = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(builder)
+    builder = load_module(paths.FIXTURES / "layouts" / "build.py")
     try:
         onnx = builder.reference_onnx(320)
     except FileNotFoundError as error:

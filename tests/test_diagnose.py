@@ -10,7 +10,6 @@ Speed: one ladder ~25 s on two cores (8 images per rung, the reference CPU build
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 
@@ -19,16 +18,14 @@ import pytest
 from harness import paths
 from harness.diagnose.ladder import BATCHING, INT8, PLAIN, SERVED, run_ladder
 from harness.repository.scratch import fingerprint
+from tests.conftest import load_module
 
 pytestmark = pytest.mark.server
 
 
 @pytest.fixture(scope="module")
 def fixtures():
-    spec = importlib.util.spec_from_file_location("yts_diagnose_fixture", paths.FIXTURES / "diagnose" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(paths.FIXTURES / "diagnose" / "build.py")
 
 
 def ladder_of(repo):

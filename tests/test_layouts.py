@@ -27,6 +27,7 @@ from harness.repository.layouts import (BASE64, ENCODED, JSON, NMS, PIXELS, RAW,
 from harness.repository.manifest import Manifest, ManifestError, load_manifest
 from harness.vision.detections import as_written, to_source_rows
 from harness.vision.letterbox import LETTERBOX
+from tests.conftest import load_module
 
 # -- the public projects' layouts, as configs ------------------------------------------------------
 OMARABID = {  # onnxruntime detector + Python postprocess, max_batch_size 0 (the batch dim in the dims)
@@ -316,12 +317,7 @@ def test_protocol_views_take_their_input_and_encoding_from_the_layout():
 
 def fixture_builder():
     """fixtures/layouts/build.py as a module."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("yts_layouts_fixture_build", paths.FIXTURES / "layouts" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(paths.FIXTURES / "layouts" / "build.py")
 
 
 def test_fixture_repository_models_are_end_to_end_with_their_geometry(tmp_path):

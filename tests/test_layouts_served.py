@@ -18,6 +18,7 @@ from harness import paths
 # Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
 import harness.reference.build  # noqa: F401
 import harness.vision.letterbox  # noqa: F401
+from tests.conftest import load_module
 
 pytestmark = pytest.mark.server
 ROOT = paths.PROJECT_ROOT
@@ -26,12 +27,7 @@ IMGSZ = 320  # the quick profile's
 
 
 def _builder():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("yts_layouts_fixture_build", paths.FIXTURES / "layouts" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(paths.FIXTURES / "layouts" / "build.py")
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,6 @@ letterbox + protocol ~25 s on two cores."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -20,6 +18,7 @@ from harness import paths
 # Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
 import harness.reference.build  # noqa: F401
 import harness.vision.letterbox  # noqa: F401
+from tests.conftest import load_module
 from tests.test_layouts_served import QUICK, outcomes, run
 
 ROOT = paths.PROJECT_ROOT
@@ -28,10 +27,7 @@ IMGSZ = 320
 
 @pytest.fixture(scope="module")
 def fixture_builder():
-    spec = importlib.util.spec_from_file_location("yts_onnx_nms_fixture", paths.FIXTURES / "onnx_nms" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(paths.FIXTURES / "onnx_nms" / "build.py")
 
 
 @pytest.fixture(scope="module")

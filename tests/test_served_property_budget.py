@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from harness.hypothesis_profiles import TimeBudget, load_profile, served_examples, served_settings
+from tests.conftest import load_module
 
 load_profile()  # as the suites do: "ci" (derandomized, no example database) unless $YTS_HYPOTHESIS_PROFILE
 
@@ -140,14 +141,9 @@ def test_budget_on_a_fake_clock_and_stop():
 
 # -- the served letterbox property itself, with a stand-in for the server --------------------------
 def _served_module():
-    import importlib.util
-
     from harness.paths import PROJECT_ROOT
 
-    spec = importlib.util.spec_from_file_location("served_letterbox_property", PROJECT_ROOT / "suites" / "letterbox" / "test_served.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(PROJECT_ROOT / "suites" / "letterbox" / "test_served.py")
 
 
 class _Model:
