@@ -85,18 +85,24 @@ def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int]
             lacks.append(f"the {backend} backend (this server has {', '.join(sorted(backends))})")
         if lacks:
             needs[name] = " and ".join(lacks)
+    _through_ensembles(configs, needs, lambda blocked: f"its step {blocked[0]!r}, which needs {needs[blocked[0]]}")
+    return needs
+
+
+def _through_ensembles(configs: dict, reasons: dict[str, str], reason, missing_steps_block: bool = False) -> None:
+    """An ensemble is only as servable as its steps: each ensemble with a step in `reasons` (or, with
+    `missing_steps_block`, a step the repository lacks) gets `reason(blocked steps)`, until nothing changes."""
     changed = True
-    while changed:  # an ensemble is only as servable as its steps
+    while changed:
         changed = False
         for name, config in configs.items():
-            if name in needs or config.platform != "ensemble":
+            if name in reasons or config.platform != "ensemble":
                 continue
-            for step in config.ensemble_scheduling.step:
-                if step.model_name in needs:
-                    needs[name] = f"its step {step.model_name!r}, which needs {needs[step.model_name]}"
-                    changed = True
-                    break
-    return needs
+            blocked = [s.model_name for s in config.ensemble_scheduling.step
+                       if s.model_name in reasons or (missing_steps_block and s.model_name not in configs)]
+            if blocked:
+                reasons[name] = reason(blocked)
+                changed = True
 
 
 def unloadable_models(repository: Path, backends: set[str], gpus: frozenset[int] | None | str = HOST) -> dict[str, str]:
@@ -104,17 +110,7 @@ def unloadable_models(repository: Path, backends: set[str], gpus: frozenset[int]
     is missing or unloadable)."""
     configs = _configs(repository)
     reasons = {name: f"needs {needs}" for name, needs in host_needs(repository, backends, gpus).items()}
-    changed = True
-    while changed:  # an ensemble is only as loadable as its steps
-        changed = False
-        for name, config in configs.items():
-            if name in reasons or config.platform != "ensemble":
-                continue
-            blocked = [s.model_name for s in config.ensemble_scheduling.step
-                       if s.model_name in reasons or s.model_name not in configs]
-            if blocked:
-                reasons[name] = f"ensemble step(s) {blocked} cannot load"
-                changed = True
+    _through_ensembles(configs, reasons, lambda blocked: f"ensemble step(s) {blocked} cannot load", missing_steps_block=True)
     return reasons
 
 
