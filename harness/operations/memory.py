@@ -73,7 +73,7 @@ def run_each_at_max_batch(grpc_url: str, repository: Path, models: list[str]) ->
     with grpc.insecure_channel(grpc_url, options=[("grpc.max_send_message_length", -1),
                                                   ("grpc.max_receive_message_length", -1)]) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        for model in models:
+        for model in (m for m in models if m in configs):  # a model without a config file: nothing to size
             batch = max(configs[model].max_batch_size, 1)
             try:
                 stub.ModelInfer(infer_request(payload_from_config(configs[model], batch=batch, sizer=sizer)), timeout=120)

@@ -43,8 +43,9 @@ def fatal_log_lines(log: str) -> list[str]:
 PORT_TAKEN = re.compile(r"failed to start .*already in use")
 
 
-def _failure(server: TritonServer, headline: str, errors: dict[str, str] | None = None, kind: str = "") -> Exception:
-    from harness.servers.base import PortTaken, ServerStartError
+def _failure(server: TritonServer, headline: str, errors: dict[str, str] | None = None, error=None) -> Exception:
+    """`error` (default ServerStartError) with the headline, Triton's load errors and the log tail."""
+    from harness.servers.base import ServerStartError
 
     lines = [headline]
     if errors:
@@ -52,7 +53,7 @@ def _failure(server: TritonServer, headline: str, errors: dict[str, str] | None 
         lines += [f"  {name}: {reason}" for name, reason in sorted(errors.items())]
     lines.append(f"--- last lines of the {server.kind} server log ---")
     lines.append(server.log_tail())
-    return (PortTaken if kind == "port" else ServerStartError)("\n".join(lines))
+    return (error or ServerStartError)("\n".join(lines))
 
 
 class _Wait:
@@ -66,8 +67,10 @@ class _Wait:
         while time.monotonic() < deadline:
             if not server.alive():
                 if PORT_TAKEN.search(server.log_tail(400)):
+                    from harness.servers.base import PortTaken
+
                     raise _failure(server, f"The {server.kind} Triton server could not bind a port chosen for it.",
-                                   kind="port")
+                                   error=PortTaken)
                 raise _failure(server, f"The {server.kind} Triton server exited during startup.")
             polls += 1
             if polls % 8 == 0 and (fatal := fatal_log_lines(server.log_tail(400))):
