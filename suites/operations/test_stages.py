@@ -3,6 +3,8 @@ inference, NMS for the reference yolo_e2e) must add up to the compute time Trito
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from harness.metrics import prometheus
@@ -16,6 +18,23 @@ REQUESTS = 8
 def _bounds(config) -> tuple[float, float]:
     low, high = (float(x) for x in config.getoption("--stage-coverage").split(","))
     return low, high
+
+
+def _settled(metrics_url: str, model: str, timeout_s: float = 5.0):
+    """A scrape once the model's series stop moving: a Python model's custom metrics reach Triton from its stub
+    by message, so a scrape right after a response (or after earlier traffic) can miss or catch late updates."""
+    def mine(snapshot):
+        return {key: value for key, value in snapshot.samples.items() if ("model", model) in key[1]}
+
+    last = prometheus.scrape(metrics_url)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = prometheus.scrape(metrics_url)
+        if mine(now) == mine(last):
+            return now
+        last = now
+    return last
 
 
 def test_stages_add_up_to_compute_time(pytestconfig, triton_server, callable_models, stage_breakdowns, record_property):
@@ -33,11 +52,11 @@ def test_stages_add_up_to_compute_time(pytestconfig, triton_server, callable_mod
         except RequestTooLarge as error:
             problems.append(f"{view.name}: not sent, {error.line}")
             continue
-        before = prometheus.scrape(triton_server.endpoints.metrics)
+        before = _settled(triton_server.endpoints.metrics, view.name)
         for request in requests:  # one at a time: compute_infer is then one execution per request
             answer = send("grpc", triton_server.endpoints, request)
             assert answer.ok, f"{view.name}: good request failed: {answer}"
-        after = prometheus.scrape(triton_server.endpoints.metrics)
+        after = _settled(triton_server.endpoints.metrics, view.name)
         result = breakdown(view.name, before, after, REQUESTS)
         stage_breakdowns.append(result)
         record_property(f"stages:{view.name}", {"stages_us": result.stages_us, COMPUTE: result.compute_us})
