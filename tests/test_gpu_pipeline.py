@@ -260,3 +260,37 @@ def test_device_pipeline_on_cuda_matches_cpu(fp32_engine):
             assert (pa[:, 5] == pb[:, 5]).all(), f"image {i}: class flip"
             assert np.abs(pa[:, :4] - pb[:, :4]).max() < 6.0, f"image {i}: boxes moved"
     assert matched >= 0.9 * total, f"only {matched} of {total} detections matched"
+
+
+def _timed_detect(pipeline, blobs):
+    import time
+
+    start = time.perf_counter()
+    (result,) = pipeline.detect([Job(blobs, 0.25, 0.7, 300)])
+    wall = time.perf_counter() - start
+    return result, pipeline.stage_seconds, wall
+
+
+def test_host_stages_add_up_to_the_batch(fp32_engine):
+    """On the CPU path every stage takes time and together they are (nearly all of) the batch's wall time."""
+    _, engine = fp32_engine
+    _, stages, wall = _timed_detect(DevicePipeline(engine, 640, 8, 300), [p.read_bytes() for p in EVAL_IMAGES[:4]])
+    assert set(stages) == {"decode", "letterbox", "inference", "nms"} and all(s > 0 for s in stages.values()), stages
+    assert 0.8 * wall <= sum(stages.values()) <= wall, (stages, wall)
+
+
+@needs_cuda
+def test_stream_stages_time_the_gpu_work_not_the_first_wait(fp32_engine):
+    """On the GPU the host only queues letterbox and inference and NMS's read-back waits for them: timed by
+    events on the stream, inference (the engine, ~80 % of the GPU time) dominates and NMS does not absorb it;
+    together the stages stay within the batch's wall time."""
+    from harness.engines.torch_engine import TorchEngine
+
+    path, _ = fp32_engine
+    blobs = [p.read_bytes() for p in EVAL_IMAGES[:8]] * 4
+    gpu = DevicePipeline(TorchEngine(path, precision="fp16"), 640, 32, 300)
+    _timed_detect(gpu, blobs)  # warm-up: cuDNN's algorithm choice, nvJPEG's handle
+    _, stages, wall = _timed_detect(gpu, blobs)
+    assert all(s > 0 for s in stages.values()), stages
+    assert stages["inference"] > stages["nms"] and stages["inference"] > stages["letterbox"], stages
+    assert 0.5 * wall <= sum(stages.values()) <= 1.05 * wall, (stages, wall)

@@ -28,7 +28,7 @@ SOURCES = paths.REFERENCE_REPO_SOURCES
 VENDORED = (
     "harness/__init__.py",
     "harness/vision/__init__.py", "harness/vision/boxes.py", "harness/vision/decode.py", "harness/vision/image.py",
-    "harness/vision/letterbox.py", "harness/vision/nms.py", "harness/vision/pipeline.py",
+    "harness/vision/letterbox.py", "harness/vision/nms.py", "harness/vision/pipeline.py", "harness/vision/stages.py",
     "harness/vision/gpu/__init__.py", "harness/vision/gpu/decode.py", "harness/vision/gpu/image.py",
     "harness/vision/gpu/letterbox.py", "harness/vision/gpu/pipeline.py",
     "harness/engines/__init__.py", "harness/engines/base.py", "harness/engines/signature.py",

@@ -7,21 +7,18 @@ into the model's version folder (see reference_repo/README.md)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from harness.vision.letterbox import LetterboxMeta
+from harness.vision.stages import StageClock
 
 # Letterbox geometry as one FP64 row per image: the ensemble passes it from preprocess to postprocess.
 META_FIELDS = ("source_h", "source_w", "output_h", "output_w", "ratio", "resized_h", "resized_w",
                "pad_top", "pad_bottom", "pad_left", "pad_right")
-# yolo_e2e's stages, timed on the host pipeline and exported as custom metrics (suites/operations).
-STAGES = ("decode", "letterbox", "inference", "nms")
 
 
 class ConfigParameterError(ValueError):
@@ -254,21 +251,6 @@ class HostDetector:
                 job = jobs[index]
                 results[index] = postprocess(self.pipeline, rows, metas, Thresholds(job.conf, job.iou, job.max_det), self.rows)
         return results
-
-
-class StageClock:
-    """Seconds per stage of one execute(): `with clock("decode"): ...` adds the block's duration."""
-
-    def __init__(self):
-        self.seconds = {stage: 0.0 for stage in STAGES}
-
-    @contextlib.contextmanager
-    def __call__(self, stage: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[stage] += time.perf_counter() - start
 
 
 def open_detector(args: dict, params: dict[str, str], rows: int, max_batch: int):

@@ -14,6 +14,7 @@ import triton_python_backend_utils as pb_utils
 
 from harness.reference import serving
 from harness.vision.pipeline import Job
+from harness.vision.stages import STAGES
 
 
 def _error(message: str, internal: bool = False):
@@ -43,7 +44,7 @@ class TritonPythonModel:
         if self.defaults.max_det > self.rows:
             raise serving.ConfigParameterError(f"parameter max_det={self.defaults.max_det} exceeds detections dims {self.rows}")
         self.detector = serving.open_detector(args, params, self.rows, max(1, int(config.get("max_batch_size", 1))))
-        self.stage_metrics = _stage_metrics(args, serving.STAGES)
+        self.stage_metrics = _stage_metrics(args, STAGES)
         pb_utils.Logger.log_info(f"yolo_e2e instance {args['model_instance_name']}: {self.detector.describe()}")
 
     def execute(self, requests):
