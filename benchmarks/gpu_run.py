@@ -67,7 +67,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -467,50 +466,6 @@ def _cores_busy(before, after) -> dict:
     return {"host_cores_busy": _r((after[1] - before[1]) / wall, 2), "host_cores": os.cpu_count(), "by_process": top}
 
 
-class GpuSampler:
-    """nv_gpu_utilization (0..1) and memory from Triton's metrics endpoint, every `interval` s, in a thread."""
-
-    def __init__(self, endpoint: str | None, interval: float = 0.5):
-        self.endpoint, self.interval = endpoint, interval
-        self.samples: list[tuple[float, float, float]] = []
-        self._stop = threading.Event()
-        self._thread = None
-        self.error = None
-
-    def __enter__(self):
-        if self.endpoint:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def _run(self):
-        from harness.metrics.prometheus import scrape
-
-        while not self._stop.is_set():
-            try:
-                snap = scrape(self.endpoint, timeout=2.0)
-                if snap.has("nv_gpu_utilization"):
-                    self.samples.append((time.monotonic(), snap.value("nv_gpu_utilization"),
-                                         snap.value("nv_gpu_memory_used_bytes")))
-            except Exception as error:  # noqa: BLE001
-                self.error = f"{type(error).__name__}: {error}"
-            self._stop.wait(self.interval)
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
-
-    def summary(self, skip_s: float = 0.0) -> dict | None:
-        if not self.samples:
-            return {"samples": 0, "error": self.error} if self.endpoint else None
-        t0 = self.samples[0][0]
-        use = [s for s in self.samples if s[0] - t0 >= skip_s] or self.samples
-        util = np.asarray([s[1] for s in use]) * 100
-        return {"samples": len(use), "util_pct_mean": _r(util.mean(), 1), "util_pct_max": _r(util.max(), 1),
-                "memory_used_gib_max": _r(max(s[2] for s in use) / 2**30, 2)}
-
-
 class EngineSampler:
     """Utilisation of each of the GPU's engines, once a second, from `nvidia-smi dmon -s u`: sm (kernels),
     mem, enc, dec, jpg (the NVJPG hardware JPEG decoders nvJPEG's hardware backend runs on), ofa. Triton's
@@ -616,6 +571,8 @@ def stage_load(ctx: Context, model: str, mode: str = "concurrency", concurrency:
     probe = StatisticsProbe(ctx.grpc, model)
     spec = ClientSpec("grpc", ctx.grpc, payload, timeout_s=30.0)
     cpu_before = _host_cpu()
+    from harness.load.gpu_usage import GpuSampler
+
     with GpuSampler(ctx.metrics if a.device == "gpu" else None) as sampler, EngineSampler(a.device == "gpu") as engines:
         result = run_load(spec, settings, probe=probe)
     host_cpu = _cores_busy(cpu_before, _host_cpu())

@@ -41,7 +41,7 @@ def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_pat
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-4000:]
     benches = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
     expected = {"test_batches_form[detector]", "test_batching_gain[detector]", "test_performance_audit[detector]",
-                "test_concurrency_sweep[detector]", "test_harness_overhead"}
+                "test_concurrency_sweep[detector]", "test_poisson_sweep[detector]", "test_harness_overhead"}
     has_wrk = shutil.which("wrk") is not None  # optional: .ci/run installs it; without it fidelity is not tested here
     assert set(benches) == expected | ({"test_generator_fidelity"} if has_wrk else set())
     fidelity = next(c for c in json.loads((tmp_path / "report.json").read_text())["checks"]
@@ -58,6 +58,13 @@ def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_pat
     if has_wrk:
         assert "fidelity_ratio" in benches["test_generator_fidelity"]["extra_info"]
     assert (tmp_path / "batching" / "sweep-detector.png").stat().st_size > 0
+    sweep = benches["test_concurrency_sweep[detector]"]["extra_info"]["sweep"]
+    assert all(p["average_batch"] >= 1 for p in sweep) and sweep[-1]["average_batch"] > 1, sweep
+    poisson = benches["test_poisson_sweep[detector]"]["extra_info"]
+    assert [p["fraction"] for p in poisson["poisson"]] == [0.5, 0.7, 0.9], poisson
+    for point in poisson["poisson"]:  # open loop keeps up below saturation (CPU host: no GPU utilisation)
+        assert point["offered_per_s"] > 0 and point["errors"] == 0 and "gpu_util_pct" not in point, point
+        assert point["throughput"] >= 0.5 * point["offered_per_s"], point
 
 
 @pytest.mark.parametrize("repo", sorted(BROKEN))

@@ -45,6 +45,9 @@ def test_measured_verdict_both_ways():
     assert any("average batch 1.00" in p for p in alone) and any("never reached the preferred size 4" in p for p in alone)
     small = judge_batches(config, BatchProfile({2: 20}, 20, 40), 8)
     assert len(small) == 1 and "largest realised batch 2" in small[0]
+    # the cap holds the load under 2 x preferred: half the concurrency is asked, not the preferred size
+    assert judge_batches(config, BatchProfile({3: 10, 2: 4}, 14, 38), 6) == []
+    assert "never reached 3 (half the concurrency; the preferred size 4 is asked under concurrency ≥ 8) at concurrency 6" in judge_batches(config, BatchProfile({2: 20}, 20, 40), 6)[0]
 
 
 def test_gain_judged_by_ratio():

@@ -28,4 +28,5 @@ def summary(result: LoadResult) -> dict:
         "completed": result.completed, "errors": result.errors, "late_sends": result.late_sends,
         "stable": result.stable, "windows": len(result.windows), "client_cpu": round(result.client_cpu, 3),
         "warnings": result.warnings,
+        **({"gpu": result.gpu} if result.gpu else {}),
     }

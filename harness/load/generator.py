@@ -79,6 +79,7 @@ class LoadResult:
     # Which engine measured and each of its load processes: {"name": "native" | "locust", "workers": [{"id",
     # "client_cpu", ...}], ...}; the same keys whichever engine ran (harness.load.locust_engine adds its own).
     engine: dict = field(default_factory=dict)
+    gpu: dict = field(default_factory=dict)  # harness.load.gpu_usage's summary over the run, {} without GPU metrics
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -89,7 +90,8 @@ class LoadResult:
     def from_dict(cls, data: dict) -> LoadResult:
         data = dict(data)
         data["windows"] = [WindowStats(**w) for w in data["windows"]]
-        data.setdefault("engine", {})  # results written before the field existed
+        data.setdefault("engine", {})  # results written before the fields existed
+        data.setdefault("gpu", {})
         return cls(**data)
 
     def describe(self) -> str:

@@ -24,6 +24,8 @@ def add_options(parser: pytest.Parser) -> None:
         help="fail when our throughput / wrk's leaves 1 ± this (goal: 0.05; default generous for shared CPUs)")
     add("--batching-fidelity-model", default=None, help="model for the wrk comparison (default: first batching one)")
     add("--batching-latency-bound-ms", type=float, default=None, help="also search the best concurrency with p99 ≤ this")
+    add("--batching-poisson-fractions", default="0.5,0.7,0.9",
+        help="open-loop sweep: Poisson arrivals at these fractions of the saturated closed-loop throughput")
     add("--batching-audit-inputs", type=int, default=16, help="distinct inputs of the TEST01-style audit")
     add("--batching-audit-rounds", type=int, default=4, help="times each audit input is sent under load")
     add("--batching-audit-sample", type=int, default=32, help="answers under load compared with the sequential ones")

@@ -128,10 +128,13 @@ class BatchingBench:
             return run_locust(spec, settings, probe, workers=workers)
         return run_load(spec, settings, probe)
 
-    def settings(self, concurrency: int) -> LoadSettings:
-        return LoadSettings(concurrency=concurrency, window_s=self.option("--batching-window"),
-                            warmup_s=self.option("--batching-warmup"), max_windows=self.option("--batching-max-windows"),
-                            processes=min(self.option("--batching-processes"), concurrency))
+    def settings(self, concurrency: int, rate: float = 0.0) -> LoadSettings:
+        """Closed loop at `concurrency`, or (rate > 0) Poisson arrivals at `rate` requests/s (seeded)."""
+        common = dict(window_s=self.option("--batching-window"), warmup_s=self.option("--batching-warmup"),
+                      max_windows=self.option("--batching-max-windows"))
+        if rate > 0:
+            return LoadSettings(mode="poisson", rate=rate, processes=self.option("--batching-processes"), seed=1, **common)
+        return LoadSettings(concurrency=concurrency, processes=min(self.option("--batching-processes"), concurrency), **common)
 
     def payload(self, model: str) -> Payload:
         """Sized from the repository (ONNX graphs, the ensemble step that feeds a -1 dim), within the
@@ -167,19 +170,28 @@ class BatchingBench:
         finally:
             client.close()
 
-    def measure(self, model: str, concurrency: int, protocol: str | None = None, repeat: int = 0) -> tuple[LoadResult, Path]:
-        """`repeat` > 0 measures the same point again (interleaved comparisons), kept apart in the cache."""
+    def measure(self, model: str, concurrency: int, protocol: str | None = None, repeat: int = 0,
+                rate: float = 0.0) -> tuple[LoadResult, Path]:
+        """`repeat` > 0 measures the same point again (interleaved comparisons), kept apart in the cache;
+        `rate` > 0 measures open loop (Poisson arrivals) instead of at `concurrency`. The GPU's utilisation
+        through the run comes with the result where the server reports GPU metrics."""
+        from harness.load.gpu_usage import GpuSampler
+
         protocol = protocol or self.option("--batching-protocol")
-        key = (model, concurrency, protocol, repeat, self.engine)
+        key = (model, concurrency, protocol, repeat, self.engine, rate)
         if key not in self._cache:
             self.require_ready(model)
             spec = ClientSpec(protocol, self.url(protocol), self.payload(model))
             probe = StatisticsProbe(self.start().endpoints.grpc, model)
+            settings = self.settings(concurrency, rate)
             try:
-                result = self.run(spec, self.settings(concurrency), probe)
+                with GpuSampler(self.start().endpoints.metrics) as gpu:
+                    result = self.run(spec, settings, probe)
             finally:
                 probe.close()
-            path = write_raw(self.report_dir, f"{model}-{protocol}-c{concurrency}" + (f"-r{repeat}" if repeat else "")
+            result.gpu = gpu.summary(skip_s=settings.warmup_s)
+            knob = f"poisson{rate:g}" if rate else f"c{concurrency}"
+            path = write_raw(self.report_dir, f"{model}-{protocol}-{knob}" + (f"-r{repeat}" if repeat else "")
                              + ("-locust" if self.engine == "locust" else ""),
                              result.to_dict())
             self._cache[key] = (load_result(read_raw(path)), path)
