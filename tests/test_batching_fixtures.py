@@ -32,7 +32,7 @@ def test_plain_run_skips_with_reason(pytester):
     result = pytester.runpytest_subprocess(str(SUITE), "--repo", str(FIXTURES / "batching" / "batched"), "-rs")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*run with `pytest --benchmark-only`*"])
-    assert result.parseoutcomes().get("skipped") == 6
+    assert result.parseoutcomes().get("skipped") == 7  # the six measurements and the Poisson sweep
 
 
 def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_path):
