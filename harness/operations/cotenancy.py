@@ -13,6 +13,7 @@ from harness.repository.sizing import Sizer, read_configs
 
 PROBE = LoadSettings(concurrency=1, window_s=1.0, warmup_s=0.3, stability_count=1, max_windows=1)
 LIGHT_LOAD = 0.3  # the light stream keeps its model this busy: steady, never queued behind itself
+MIN_SAMPLES = 60  # requests per phase, so that p99 is not simply the one slowest request
 
 
 def instances(config) -> int:
@@ -53,14 +54,15 @@ class CoTenancy:
 
 
 def measure(grpc_url: str, repository: Path, heavy: str, light: str) -> CoTenancy:
-    """Light solo (a steady stream at 30 % of its capacity), then the same while `heavy` runs a closed loop of
-    2 requests per instance: a few seconds each."""
+    """Light solo (a steady stream at 30 % of its capacity, MIN_SAMPLES requests at least), then the same while
+    `heavy` runs a closed loop of 2 requests per instance: a few seconds each."""
     configs = read_configs(repository)
     sizer = Sizer(configs, repository)
     spec = lambda name: ClientSpec("grpc", grpc_url, payload_from_config(configs[name], sizer=sizer))
     one = run_load(spec(light), PROBE).latency_ms["p50"] / 1000
-    steady = LoadSettings(mode="constant", rate=min(20.0, LIGHT_LOAD * instances(configs[light]) / one),
-                          window_s=max(1.5, 3 * one), warmup_s=0.5, stability_count=2, max_windows=2)
+    rate = min(20.0, LIGHT_LOAD * instances(configs[light]) / one)
+    steady = LoadSettings(mode="constant", rate=rate, window_s=max(1.5, 3 * one, MIN_SAMPLES / 2 / rate),
+                          warmup_s=0.5, stability_count=2, max_windows=2)
     solo = run_load(spec(light), steady)
     saturate = LoadSettings(concurrency=2 * instances(configs[heavy]), window_s=steady.window_s, warmup_s=0.5,
                             stability_count=3, max_windows=3)
