@@ -1,13 +1,16 @@
 """Memory headroom with the whole repository loaded and each model run once at its largest batch. On a GPU host, Triton's GPU metrics: free GPU
 memory must stay above a fraction of the total. On a CPU host, the same rule on host memory: the RSS
 of the server and every process it started (the Python backend stubs, one per model instance) against
-a budget; each stub's RSS is charged to the model whose model.py it runs (its command line names it)."""
+a budget; each stub's RSS is charged to the model whose model.py it runs (its command line names it).
+Per-model cost on either host: what the device's used memory drops by when the model is unloaded."""
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
@@ -118,3 +121,42 @@ def gpu_problems(snapshot: Snapshot, min_free: float) -> tuple[list[str], list[s
         if 1 - used / total < min_free:
             short.append(line)
     return lines, short
+
+
+def settled(used: Callable[[], float], settle_s: float, timeout_s: float = 30.0) -> float:
+    """`used()` once it has stayed within 4 MiB (or 0.5 %) for `settle_s`: stubs exit, CUDA contexts and arenas
+    are freed, and Triton's GPU metrics refresh every 2 s, all after the unload call has answered."""
+    last, since, deadline = used(), time.monotonic(), time.monotonic() + timeout_s
+    while time.monotonic() - since < settle_s and time.monotonic() < deadline:
+        time.sleep(min(0.5, settle_s / 4))
+        now = used()
+        if abs(now - last) > max(4 * 2**20, 0.005 * last):
+            last, since = now, time.monotonic()
+    return last
+
+
+def unload_costs(http: str, used: Callable[[], float], settle_s: float, timeout_s: float = 300.0) -> dict[str, int]:
+    """Each READY model's memory (ensembles hold none of their own) as the drop in `used` when it alone is
+    unloaded; it is loaded again before the next. The delta counts whatever the backend holds (TensorRT's engine and contexts, ONNX Runtime's arena, a stub's
+    CUDA context and caching allocator), which no process attribution sees. Raises RuntimeError naming a model
+    that does not come back READY."""
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    client = httpclient.InferenceServerClient(http, network_timeout=timeout_s, connection_timeout=timeout_s)
+    costs = {}
+    try:
+        ready = sorted({entry["name"] for entry in client.get_model_repository_index() if entry.get("state") == "READY"})
+        for model in (m for m in ready if client.get_model_config(m).get("platform") != "ensemble"):
+            loaded = settled(used, settle_s)
+            client.unload_model(model)
+            costs[model] = int(loaded - settled(used, settle_s))
+            try:
+                client.load_model(model)
+            except InferenceServerException as error:
+                raise RuntimeError(f"{model} did not load again after its unload/load memory delta: {error}") from error
+            if not client.is_model_ready(model):
+                raise RuntimeError(f"{model} is not READY again after its unload/load memory delta")
+    finally:
+        client.close()
+    return costs
