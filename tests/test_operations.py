@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
 from harness.metrics.prometheus import parse
 from harness.operations.memory import parse_size
-from harness.operations.stages import breakdown, stage_series
+from harness.operations.stages import breakdown, stage_series, warm_up
 from harness.paths import PROJECT_ROOT
 
 SUITE = PROJECT_ROOT / "suites" / "operations"
@@ -85,3 +86,9 @@ def test_memory_sizes():
     assert parse_size("512MiB") == 512 * 2**20 and parse_size("6GB") == 6 * 10**9 and parse_size("100") == 100
     with pytest.raises(ValueError, match="memory size '6 lots'"):
         parse_size("6 lots")
+
+
+def test_warm_up_goes_on_until_as_many_requests_in_a_row_are_warm_as_there_are_instances():
+    latencies = iter([0.08, 0.08, 0.005, 0.08, 0.005, 0.005, 0.005, 0.005, 0.005])  # a cold instance between warm ones
+    assert warm_up(lambda: time.sleep(next(latencies)), count=3) == 7
+    assert warm_up(lambda: time.sleep(0.2), count=100, cap_s=0.5) <= 3  # bounded in time, whatever the count

@@ -135,6 +135,17 @@ def settled(used: Callable[[], float], settle_s: float, timeout_s: float = 30.0)
     return last
 
 
+def wait_unloaded(client, model: str, timeout_s: float) -> None:
+    """Triton's unload call answers before the model is gone (its instances finalize in the background:
+    the GPU build's eight yolo_e2e stubs measured 0 MiB without this wait); the index says UNAVAILABLE once done."""
+    deadline = time.monotonic() + timeout_s
+    while any(entry.get("state") in ("READY", "UNLOADING") for entry in client.get_model_repository_index()
+              if entry["name"] == model):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{model} was still unloading {timeout_s:.0f} s after the unload call")
+        time.sleep(0.2)
+
+
 def unload_costs(http: str, used: Callable[[], float], settle_s: float, timeout_s: float = 300.0) -> dict[str, int]:
     """Each READY model's memory (ensembles hold none of their own) as the drop in `used` when it alone is
     unloaded; it is loaded again before the next. The delta counts whatever the backend holds (TensorRT's engine and contexts, ONNX Runtime's arena, a stub's
@@ -150,6 +161,7 @@ def unload_costs(http: str, used: Callable[[], float], settle_s: float, timeout_
         for model in (m for m in ready if client.get_model_config(m).get("platform") != "ensemble"):
             loaded = settled(used, settle_s)
             client.unload_model(model)
+            wait_unloaded(client, model, timeout_s)
             costs[model] = int(loaded - settled(used, settle_s))
             try:
                 client.load_model(model)

@@ -6,7 +6,9 @@ wrong unit, shows up as a coverage outside the bounds."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 from harness.metrics.prometheus import Snapshot, delta
 
@@ -63,3 +65,25 @@ def breakdown(model: str, before: Snapshot, after: Snapshot, requests: int) -> B
     stages = {stage: (after.samples[key] - before.samples.get(key, 0.0)) * _unit_us(key[0])
               for stage, key in series.items()}
     return Breakdown(model, stages, delta(before, after, COMPUTE, model=model), requests)
+
+
+WARMUP_CAP_S = 60.0
+
+
+def warm_up(send_one: Callable[[], object], count: int, cap_s: float = WARMUP_CAP_S) -> int:
+    """Requests one at a time until `count` in a row (a model's instances) take at most twice the fastest so far,
+    `cap_s` at most; returns how many were sent. The first request each instance executes pays its start-up
+    (nvJPEG's handle, cuDNN's algorithm search: ~500 ms a request on the H100's cold yolo_e2e). Requests sent at
+    once do not warm every instance: the dynamic batcher merges them into one execution on one instance."""
+    fastest, in_a_row, sent = float("inf"), 0, 0
+    deadline = time.monotonic() + cap_s
+    while in_a_row < count and time.monotonic() < deadline:
+        started = time.monotonic()
+        send_one()
+        took, sent = time.monotonic() - started, sent + 1
+        if took < fastest / 2:  # much faster than any before: those were all cold
+            in_a_row = 1
+        else:
+            in_a_row = in_a_row + 1 if took <= 2 * fastest else 0
+        fastest = min(fastest, took)
+    return sent

@@ -4,21 +4,17 @@ inference, NMS for the reference yolo_e2e) must add up to the compute time Trito
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from harness.metrics import prometheus
-from harness.operations.stages import COMPUTE, HOW_TO_ADD, breakdown, stage_series
+from harness.operations.cotenancy import instances
+from harness.operations.stages import COMPUTE, HOW_TO_ADD, breakdown, stage_series, warm_up
 from harness.protocol.models import RequestTooLarge
 from harness.protocol.wire import send
+from harness.repository.sizing import read_configs
 
 REQUESTS = 8
-# Rounds of the requests sent at once before measuring: the first request on each instance pays its
-# start-up (nvJPEG's handle, cuDNN's algorithm search: 130 ms a request on the H100 where warm ones take ~10).
-WARMUP_ROUNDS = 2
-
-
 def _bounds(config) -> tuple[float, float]:
     low, high = (float(x) for x in config.getoption("--stage-coverage").split(","))
     return low, high
@@ -41,7 +37,9 @@ def _settled(metrics_url: str, model: str, timeout_s: float = 5.0):
     return last
 
 
-def test_stages_add_up_to_compute_time(pytestconfig, triton_server, callable_models, stage_breakdowns, record_property):
+def test_stages_add_up_to_compute_time(pytestconfig, triton_server, repository, callable_models, stage_breakdowns,
+                                      record_property):
+    configs = read_configs(repository)
     before = prometheus.scrape(triton_server.endpoints.metrics)
     exporting = stage_series(before)
     with_stages = [v for v in callable_models if v.name in exporting]
@@ -56,9 +54,8 @@ def test_stages_add_up_to_compute_time(pytestconfig, triton_server, callable_mod
         except RequestTooLarge as error:
             problems.append(f"{view.name}: not sent, {error.line}")
             continue
-        with ThreadPoolExecutor(len(requests)) as pool:
-            for _ in range(WARMUP_ROUNDS):  # at once, so that every instance gets some
-                list(pool.map(lambda request: send("grpc", triton_server.endpoints, request), requests))
+        warmed = warm_up(lambda: send("grpc", triton_server.endpoints, requests[0]),
+                         instances(configs[view.name]) if view.name in configs else 1)
         before = _settled(triton_server.endpoints.metrics, view.name)
         for request in requests:  # one at a time: compute_infer is then one execution per request
             answer = send("grpc", triton_server.endpoints, request)
@@ -66,7 +63,8 @@ def test_stages_add_up_to_compute_time(pytestconfig, triton_server, callable_mod
         after = _settled(triton_server.endpoints.metrics, view.name)
         result = breakdown(view.name, before, after, REQUESTS)
         stage_breakdowns.append(result)
-        record_property(f"stages:{view.name}", {"stages_us": result.stages_us, COMPUTE: result.compute_us})
+        record_property(f"stages:{view.name}", {"stages_us": result.stages_us, COMPUTE: result.compute_us,
+                                                "warm_up_requests": warmed})
         problem = result.problem(low, high)
         if problem:
             problems.append(f"{problem}\n    {result.table_row()}")
