@@ -135,40 +135,32 @@ def settled(used: Callable[[], float], settle_s: float, timeout_s: float = 30.0)
     return last
 
 
-def wait_unloaded(client, model: str, timeout_s: float) -> None:
-    """Triton's unload call answers before the model is gone (its instances finalize in the background:
-    the GPU build's eight yolo_e2e stubs measured 0 MiB without this wait); the index says UNAVAILABLE once done."""
-    deadline = time.monotonic() + timeout_s
-    while any(entry.get("state") in ("READY", "UNLOADING") for entry in client.get_model_repository_index()
-              if entry["name"] == model):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{model} was still unloading {timeout_s:.0f} s after the unload call")
-        time.sleep(0.2)
-
-
-def unload_costs(http: str, used: Callable[[], float], settle_s: float, timeout_s: float = 300.0) -> dict[str, int]:
+def unload_costs(server, used: Callable[[], float], settle_s: float, timeout_s: float = 300.0) -> dict[str, int]:
     """Each READY model's memory (ensembles hold none of their own) as the drop in `used` when it alone is
-    unloaded; it is loaded again before the next. The delta counts whatever the backend holds (TensorRT's engine and contexts, ONNX Runtime's arena, a stub's
-    CUDA context and caching allocator), which no process attribution sees. Raises RuntimeError naming a model
-    that does not come back READY."""
+    unloaded on `server` (a TritonServer in explicit model-control mode); it is loaded again before the next.
+    The delta counts whatever the backend holds (TensorRT's engine and contexts, ONNX Runtime's arena, a stub's
+    CUDA context and caching allocator), which no process attribution sees. A model that does not unload or
+    come back READY raises harness.servers.wait's error, naming it, with the server's load errors."""
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 
-    client = httpclient.InferenceServerClient(http, network_timeout=timeout_s, connection_timeout=timeout_s)
+    from harness.servers import wait
+
+    client = httpclient.InferenceServerClient(server.endpoints.http, network_timeout=timeout_s,
+                                              connection_timeout=timeout_s)
     costs = {}
     try:
         ready = sorted({entry["name"] for entry in client.get_model_repository_index() if entry.get("state") == "READY"})
         for model in (m for m in ready if client.get_model_config(m).get("platform") != "ensemble"):
             loaded = settled(used, settle_s)
             client.unload_model(model)
-            wait_unloaded(client, model, timeout_s)
+            wait.ModelUnloaded(model, timeout=timeout_s).wait_for(server)
             costs[model] = int(loaded - settled(used, settle_s))
             try:
                 client.load_model(model)
-            except InferenceServerException as error:
-                raise RuntimeError(f"{model} did not load again after its unload/load memory delta: {error}") from error
-            if not client.is_model_ready(model):
-                raise RuntimeError(f"{model} is not READY again after its unload/load memory delta")
+            except InferenceServerException:
+                pass  # ModelReady below fails naming the model and Triton's load error
+            wait.ModelReady(model, timeout=timeout_s).wait_for(server)
     finally:
         client.close()
     return costs

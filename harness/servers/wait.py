@@ -115,3 +115,22 @@ class ModelReady(_Wait):
             return
         errors = {k: v for k, v in load_errors(url).items() if k.split(" ")[0] == self.model}
         raise _failure(server, f"Model {self.model!r} did not become ready.", errors)
+
+
+class ModelUnloaded(_Wait):
+    """A model has left the repository index's READY/UNLOADING states: Triton's unload call answers before the
+    model's instances have finalized and freed their memory."""
+
+    def __init__(self, model: str, timeout: float = 60.0):
+        super().__init__(timeout)
+        self.model = model
+
+    def wait_for(self, server: TritonServer) -> None:
+        url = server.endpoints.http_url
+
+        def gone() -> bool:
+            index = requests.post(f"{url}/v2/repository/index", json={}, timeout=5).json()
+            return not any(e["name"] == self.model and e.get("state") in ("READY", "UNLOADING") for e in index)
+
+        if not self._poll(server, gone):
+            raise _failure(server, f"Model {self.model!r} was still unloading {self.timeout:.0f} s after its unload call.")

@@ -52,7 +52,7 @@ def model_costs(triton_server, operations_notes, record_property, settle_s, used
         operations_notes.append("memory per model: not measured, because the server does not take load/unload "
                                 f"(model control mode {triton_server.settings.model_control})")
         return ""
-    costs = unload_costs(triton_server.endpoints.http, used, settle_s)
+    costs = unload_costs(triton_server, used, settle_s)
     record_property("memory_per_model", costs)
     line = "memory per model (unloaded alone, loaded again): " + ", ".join(
         f"{model} {human(cost)}" for model, cost in sorted(costs.items(), key=lambda kv: -kv[1]))

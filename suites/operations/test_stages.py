@@ -15,6 +15,8 @@ from harness.protocol.wire import send
 from harness.repository.sizing import read_configs
 
 REQUESTS = 8
+
+
 def _bounds(config) -> tuple[float, float]:
     low, high = (float(x) for x in config.getoption("--stage-coverage").split(","))
     return low, high
