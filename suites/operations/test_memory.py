@@ -48,6 +48,10 @@ def test_memory_headroom_with_everything_loaded(pytestconfig, triton_server, rep
 
 def model_costs(triton_server, operations_notes, record_property, settle_s, used) -> str:
     """Each model's unload delta, noted and recorded; the line for a failure message ('' when not measured)."""
+    if triton_server.kind == "url":
+        operations_notes.append(f"memory per model: not measured, because this run did not start the server "
+                                f"({triton_server.describe()}): unloading its models would disturb whoever it serves")
+        return ""
     if not triton_server.controls_repository:
         operations_notes.append("memory per model: not measured, because the server does not take load/unload "
                                 f"(model control mode {triton_server.settings.model_control})")
