@@ -133,3 +133,24 @@ def test_a_server_that_died_is_replaced_and_the_test_is_told(tmp_path):
         assert deployment.ready_versions() == {"1"}
     finally:
         deployment.stop()
+
+
+@pytest.mark.server
+def test_traffic_counts_each_answer_as_it_comes_back(tmp_path):
+    """wait_for(n) returns on the n-th answer, not once every client has buffered a batch: stopped right
+    after, the record holds n plus at most what the clients had in flight (scale_add waits 20 ms for a
+    batch, so each round of 4 takes ≥ 20 ms and the 10 ms poll sees each one)."""
+    import numpy as np
+
+    from harness.lifecycle.traffic import Traffic
+    from harness.servers import ServerSettings, create_server
+
+    repository = write_scale_add(tmp_path / "models").parent
+    clients, count = 4, 8
+    with create_server("process", ServerSettings(repository=repository)) as server:
+        traffic = Traffic(server.endpoints.grpc, "scale_add", [("X", np.ones((1, 4), np.float32))], clients=clients)
+        with traffic:
+            traffic.wait_for(count, timeout=30)
+        answered = traffic.record.responses
+    assert not traffic.record.failed, traffic.record.failed[:3]
+    assert count <= len(answered) <= count + 2 * clients, f"{len(answered)} answers recorded after wait_for({count})"

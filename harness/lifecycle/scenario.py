@@ -31,9 +31,12 @@ class Outcome:
 
 
 def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead_s: float = 1.0,
-                  tail_s: float = 1.5, warmup: int = 100, min_after: int = 150, max_tail_s: float = 60.0) -> Outcome:
-    """Traffic runs `tail_s` after the action returns, longer (up to `max_tail_s`) until `min_after`
+                  tail_s: float = 1.5, warmup: int | None = None, min_after: int = 150,
+                  max_tail_s: float = 60.0) -> Outcome:
+    """The action comes once traffic flows (`warmup` answers, default two per client) and `lead_s` has
+    passed; traffic runs `tail_s` after it returns, longer (up to `max_tail_s`) until `min_after`
     requests sent after it were answered: a slow model's verdict needs as many answers as a fast one's."""
+    warmup = 2 * clients if warmup is None else warmup
     traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=clients)
     dependents = {name: Traffic(deployment.grpc, name, deployment.inputs(name), clients=max(1, clients // 4))
                   for name in deployment.dependents}

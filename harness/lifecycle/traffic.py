@@ -151,7 +151,6 @@ class Traffic:
             tensor = grpcclient.InferInput(name, list(array.shape), _dtype(array))
             tensor.set_data_from_numpy(array)
             tensors.append(tensor)
-        local: list[Response] = []
         try:
             while not self._stop.is_set():
                 sent = time.monotonic()
@@ -163,17 +162,13 @@ class Traffic:
                 except Exception as error:  # every failure is data, kept with Triton's message
                     response = Response(index, sent, time.monotonic(), "", self.version,
                                         str(error).strip() or type(error).__name__)
-                local.append(response)
-                if len(local) >= 16:
-                    self._flush(local)
+                # kept at once, not buffered per client: wait_for/wait_until count what came back, and a
+                # buffer of k per client hides up to k x clients answers (16 x 16 requests of warm-up
+                # instead of 100 on a slow model; an ensemble's 4 clients needed 64 answers to show 10)
+                with self._lock:
+                    self.record.responses.append(response)
         finally:
-            self._flush(local)
             client.close()
-
-    def _flush(self, local: list[Response]) -> None:
-        with self._lock:
-            self.record.responses.extend(local)
-        local.clear()
 
     def start(self) -> Traffic:
         self._threads = [threading.Thread(target=self._client, args=(i,), daemon=True, name=f"traffic-{i}")
