@@ -1,5 +1,9 @@
-"""Fixtures for the harness's own tests: small repositories written through the repository writer."""
+"""Fixtures for the harness's own tests: small repositories written through the repository writer, and
+the ways a test runs the suites as a user would (a suite file under pytest, a repository through `yts certify`)."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,6 +57,30 @@ def run_suite_file(pytester: pytest.Pytester, path: Path, *args: str, timeout: f
     """A suite (or one of its files) in a pytest subprocess under the project's own pytest.ini."""
     return pytester.runpytest_subprocess(str(path), "-p", "no:cacheprovider", "-rfs", f"--rootdir={PROJECT_ROOT}",
                                          "-c", str(PROJECT_ROOT / "pytest.ini"), *args, timeout=timeout)
+
+
+def certify_repo(repo: Path, report_dir: Path, suites: tuple[str, ...], *pytest_args: str,
+                 certify_args: tuple[str, ...] = (), env: dict | None = None) -> subprocess.CompletedProcess:
+    """`yts certify --repo REPO --suites ... --report-dir DIR [certify_args] -- [pytest_args]`, as a user runs it;
+    its stdout holds pytest's failures and the verdict (verdict_block)."""
+    command = [sys.executable, "-m", "harness.cli", "certify", "--repo", str(repo), "--suites", *suites,
+               "--report-dir", str(report_dir), *certify_args, "--", "-p", "no:randomly", *pytest_args]
+    return subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def verdict_block(stdout: str, headline: str = "NOT CERTIFIED") -> str | None:
+    """The certification verdict: its headline and the indented lines under it (one per cause)."""
+    lines = stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(headline)), None)
+    if start is None:
+        return None
+    block = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        block.append(line)
+    return "\n".join(block)
 
 
 def derive_served(reference: Path, variant: str, out: Path, fixtures: Path = FIXTURES / "letterbox" / "served") -> Path:

@@ -7,7 +7,6 @@ never count as the vendor's; the verdict names every failing check with its whol
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from harness import hostinfo
 from harness.report import gate
 from harness.reference.loadable import host_needs, loadable_models
 from harness.repository.config import read_config, write_config
-from test_report import verdict_block
+from tests.conftest import certify_repo, verdict_block
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "availability"
@@ -28,9 +27,7 @@ on_a_gpu_host = pytest.mark.skipif(hostinfo.has_gpu(), reason="the fixtures' KIN
 def _certify(repo: Path, report_dir: Path, *args: str) -> subprocess.CompletedProcess:
     """The config suite (its live checks load each model) without the role check: the fixture's ensemble
     (images in, raw rows out, as in fixtures/config/good) has no role to judge."""
-    command = [sys.executable, "-m", "harness.cli", "certify", "--repo", str(repo), "--suites", "config",
-               "--report-dir", str(report_dir), *args, "--", "-p", "no:randomly", "-k", "not test_role"]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    return certify_repo(repo, report_dir, ("config",), "-k", "not test_role", certify_args=args)
 
 
 def test_host_needs_are_facts_of_config_server_and_host(tmp_path):

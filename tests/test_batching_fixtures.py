@@ -1,15 +1,17 @@
 """suites/batching, run as a user would (`pytest --benchmark-only --repo ...`), passes the good
-fixture repository and fails each broken one in the check and with the words that name the cause;
-a plain run skips it with a reason."""
+fixture repository and fails each broken one in the check and with the words that name the cause (through
+`yts certify`, whose verdict names it too); a plain run skips it with a reason."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
 
 from harness.paths import FIXTURES, PROJECT_ROOT
+from tests.conftest import certify_repo, verdict_block
 
 SUITE = PROJECT_ROOT / "suites" / "batching"
 FAST = ("--batching-window", "0.5", "--batching-warmup", "0.3", "--batching-max-windows", "4")
@@ -68,15 +70,20 @@ def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_pat
 
 
 @pytest.mark.parametrize("repo", sorted(BROKEN))
-def test_broken_repository_is_flagged(pytester, repo):
+def test_broken_repository_is_flagged_and_not_certified(repo, tmp_path):
+    """Through `yts certify`, as a user gates on it: the check fails naming the cause, the verdict names it."""
     check, words = BROKEN[repo]
     # The CPU default (0.8x) only catches batching that costs throughput; a CPU deployment that must gain
     # from batching says so, as here (the toy detector amortizes a fixed per-execution cost: ~3x).
-    result = run_suite(pytester, repo, "-k", "batches_form or batching_gain or performance_audit", "--batching-gain-min", "1.5")
-    output = result.stdout.str()
-    assert result.ret == pytest.ExitCode.TESTS_FAILED, f"{repo} passed:\n{output[-3000:]}"
-    result.stdout.fnmatch_lines([f"FAILED *::{check}*"])
+    result = certify_repo(FIXTURES / "batching" / repo, tmp_path / "report", ("batching",),
+                          "-k", "batches_form or batching_gain or performance_audit", "--batching-gain-min", "1.5", *FAST)
+    output = result.stdout
+    assert result.returncode != 0, f"{repo} was certified:\n{output[-3000:]}"
+    assert re.search(rf"FAILED \S+::{check}\b", output), f"{check} did not fail for {repo}:\n{output[-3000:]}"
     assert words in output, f"{repo}: failure does not name the cause ({words!r}):\n{output[-3000:]}"
+    block = verdict_block(output)
+    assert block is not None and "FAILED suites/batching/" in block and check in block, \
+        f"the verdict does not name {check} for {repo}: {block}"
 
 
 def test_no_drivable_model_says_why(pytester):

@@ -1,5 +1,5 @@
 """suites/protocol passes the toy repository and flags every broken fixture in fixtures/protocol/ by
-the check meant for it, with a message naming the cause."""
+the check meant for it, with a message naming the cause, and `yts certify` does not certify it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from harness.paths import PROJECT_ROOT
+from tests.conftest import certify_repo, verdict_block
 
 SUITE = PROJECT_ROOT / "suites" / "protocol"
 FIXTURES = PROJECT_ROOT / "fixtures" / "protocol"
@@ -44,10 +45,15 @@ def test_toy_repository_passes():
 
 @pytest.mark.server
 @pytest.mark.parametrize("fixture", sorted(BROKEN))
-def test_broken_fixture_is_flagged(fixture):
+def test_broken_fixture_is_flagged_and_not_certified(fixture, tmp_path):
+    """Through `yts certify`, as a user gates on it: the checks meant for the fixture fail naming the cause,
+    and the verdict names them."""
     selection, failing, cause = BROKEN[fixture]
-    result = run_suite(fixture, "-k", selection)
-    assert result.returncode == 1, f"{fixture} was not flagged:\n{result.stdout[-4000:]}"
+    result = certify_repo(FIXTURES / fixture, tmp_path / "report", ("protocol",), "-k", selection)
+    assert result.returncode != 0, f"{fixture} was certified:\n{result.stdout[-4000:]}"
     for test in failing:
         assert f"FAILED suites/protocol/" in result.stdout and test in result.stdout, f"{test} did not fail for {fixture}:\n{result.stdout[-4000:]}"
     assert cause in result.stdout, f"the failure for {fixture} does not name the cause ({cause!r}):\n{result.stdout[-4000:]}"
+    block = verdict_block(result.stdout)
+    assert block is not None and "FAILED suites/protocol/" in block and failing[0].split("[")[0] in block, \
+        f"the verdict does not name {failing[0]} for {fixture}: {block}"

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.report import gate
+from tests.conftest import certify_repo, verdict_block
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -23,23 +22,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def _certify(tmp_path: Path, *extra: str, suites: tuple[str, ...] = ("letterbox",),
              select: str = "padding or shape") -> tuple[subprocess.CompletedProcess, Path]:
     report_dir = tmp_path / "report"
-    command = [sys.executable, "-m", "harness.cli", "certify", "--repo", str(tmp_path), "--suites", *suites,
-               "--report-dir", str(report_dir), "--", "-p", "no:randomly", "-k", select, *extra]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300), report_dir
-
-
-def verdict_block(stdout: str, headline: str = "NOT CERTIFIED") -> str | None:
-    """The certification verdict: its headline and the indented lines under it (one per cause)."""
-    lines = stdout.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith(headline)), None)
-    if start is None:
-        return None
-    block = [lines[start]]
-    for line in lines[start + 1:]:
-        if not line.startswith("  "):
-            break
-        block.append(line)
-    return "\n".join(block)
+    return certify_repo(tmp_path, report_dir, suites, "-k", select, *extra), report_dir
 
 
 @pytest.fixture(scope="module")
@@ -150,43 +133,25 @@ def test_not_applicable_checks_are_not_judged(pytester):
     assert gate.judge(report, {"required": ["*"], "allowed_not_tested": []}).certified
 
 
-def _certify_repo(repo: Path, report_dir: Path, suites: str, *pytest_args: str, env: dict | None = None
-                  ) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "harness.cli", "certify", "--repo", str(repo), "--suites", suites,
-               "--report-dir", str(report_dir), "--", "-p", "no:randomly", *pytest_args]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
-
-
-def _broken_repositories():
+def _broken_config_repositories():
     from test_config_suite import BROKEN as CONFIG
-    from test_protocol_fixtures import BROKEN as PROTOCOL
 
-    cases = [pytest.param("config", name, check, ("-m", "not server"), id=f"config-{name}")
-             for name, (check, _) in sorted(CONFIG.items())]
-    cases += [pytest.param("protocol", name, failing[0].split("[")[0], ("-k", selection), id=f"protocol-{name}",
-                           marks=pytest.mark.server)
-              for name, (selection, failing, _) in sorted(PROTOCOL.items())]
-    from test_batching_fixtures import BROKEN as BATCHING, FAST
-
-    batching = ("-k", "batches_form or batching_gain or performance_audit", "--batching-gain-min", "1.5", *FAST)
-    cases += [pytest.param("batching", name, check, batching, id=f"batching-{name}", marks=pytest.mark.server)
-              for name, (check, _) in sorted(BATCHING.items())]
-    return cases
+    return [pytest.param(name, check, id=name) for name, (check, _) in sorted(CONFIG.items())]
 
 
-@pytest.mark.parametrize("suite, fixture, check, selection", _broken_repositories())
-def test_broken_repository_is_not_certified_and_the_verdict_names_it(tmp_path, suite, fixture, check, selection):
-    """Issue 11: every broken repository of fixtures/config, fixtures/protocol and fixtures/batching,
-    through `yts certify`."""
+@pytest.mark.parametrize("fixture, check", _broken_config_repositories())
+def test_broken_repository_is_not_certified_and_the_verdict_names_it(tmp_path, fixture, check):
+    """Issue 11: every broken repository of fixtures/config through `yts certify` (offline checks). Those of
+    fixtures/protocol and fixtures/batching go through certify in their own tests (test_protocol_fixtures,
+    test_batching_fixtures): one served run proves both the failing check and the verdict."""
     from test_config_suite import SERVING_HOST  # a fixture judged for another host than this one
 
-    result = _certify_repo(ROOT / "fixtures" / suite / fixture, tmp_path / "report", suite, *selection,
-                           env=SERVING_HOST.get(fixture) if suite == "config" else None)
+    result = certify_repo(ROOT / "fixtures" / "config" / fixture, tmp_path / "report", ("config",), "-m", "not server",
+                          env=SERVING_HOST.get(fixture))
     assert result.returncode != 0, f"{fixture} was certified:\n{result.stdout[-3000:]}"
     block = verdict_block(result.stdout)
     assert block is not None, result.stdout[-3000:]
-    assert f"FAILED suites/{suite}/" in block and check in block, f"the verdict does not name {check} for {fixture}: {block}"
+    assert "FAILED suites/config/" in block and check in block, f"the verdict does not name {check} for {fixture}: {block}"
 
 
 @pytest.mark.server
@@ -197,8 +162,8 @@ def test_promotion_that_unloads_first_is_not_certified(tmp_path):
     from tests.test_lifecycle import UNLOAD_FIRST
 
     repository = write_scale_add(tmp_path / "models").parent
-    result = _certify_repo(repository, tmp_path / "report", "lifecycle", "-k", "test_add_version_under_traffic and latest1",
-                           "--lifecycle-driver", UNLOAD_FIRST, "--lifecycle-lead-s=0.5", "--lifecycle-tail-s=1.0")
+    result = certify_repo(repository, tmp_path / "report", ("lifecycle",), "-k", "test_add_version_under_traffic and latest1",
+                          "--lifecycle-driver", UNLOAD_FIRST, "--lifecycle-lead-s=0.5", "--lifecycle-tail-s=1.0")
     block = verdict_block(result.stdout)
     assert result.returncode != 0 and block is not None, result.stdout[-3000:]
     assert "test_add_version_under_traffic" in block, block

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from test_report import verdict_block
+from tests.conftest import verdict_block
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "third_party"
