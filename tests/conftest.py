@@ -83,6 +83,18 @@ def verdict_block(stdout: str, headline: str = "NOT CERTIFIED") -> str | None:
     return "\n".join(block)
 
 
+def assert_not_certified(result: subprocess.CompletedProcess, suite: str, check: str, cause: str | None = None) -> None:
+    """A certify_repo run of a broken repository: not certified, `check` of `suite` named in the verdict, and
+    `cause` (the words naming what is broken) in pytest's failure output."""
+    out = result.stdout
+    assert result.returncode != 0, f"certified:\n{out[-3000:]}"
+    if cause is not None:
+        assert cause in out, f"the failure does not name the cause ({cause!r}):\n{out[-3000:]}"
+    block = verdict_block(out)
+    assert block is not None and f"FAILED suites/{suite}/" in block and check in block, \
+        f"the verdict does not name {check}: {block or out[-3000:]}"
+
+
 def derive_served(reference: Path, variant: str, out: Path, fixtures: Path = FIXTURES / "letterbox" / "served") -> Path:
     """fixtures/letterbox/served/derive.py: the reference repository with yolo_e2e's model.py replaced by the
     variant's (from `fixtures`, default fixtures/letterbox/served)."""

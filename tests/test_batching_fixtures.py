@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from harness.paths import FIXTURES, PROJECT_ROOT
-from tests.conftest import certify_repo, verdict_block
+from tests.conftest import assert_not_certified, certify_repo
 
 SUITE = PROJECT_ROOT / "suites" / "batching"
 FAST = ("--batching-window", "0.5", "--batching-warmup", "0.3", "--batching-max-windows", "4")
@@ -77,13 +77,8 @@ def test_broken_repository_is_flagged_and_not_certified(repo, tmp_path):
     # from batching says so, as here (the toy detector amortizes a fixed per-execution cost: ~3x).
     result = certify_repo(FIXTURES / "batching" / repo, tmp_path / "report", ("batching",),
                           "-k", "batches_form or batching_gain or performance_audit", "--batching-gain-min", "1.5", *FAST)
-    output = result.stdout
-    assert result.returncode != 0, f"{repo} was certified:\n{output[-3000:]}"
-    assert re.search(rf"FAILED \S+::{check}\b", output), f"{check} did not fail for {repo}:\n{output[-3000:]}"
-    assert words in output, f"{repo}: failure does not name the cause ({words!r}):\n{output[-3000:]}"
-    block = verdict_block(output)
-    assert block is not None and "FAILED suites/batching/" in block and check in block, \
-        f"the verdict does not name {check} for {repo}: {block}"
+    assert re.search(rf"FAILED \S+::{check}\b", result.stdout), f"{check} did not fail for {repo}:\n{result.stdout[-3000:]}"
+    assert_not_certified(result, "batching", check, words)
 
 
 def test_no_drivable_model_says_why(pytester):

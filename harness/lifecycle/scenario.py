@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.lifecycle.readiness import ReadinessProbe
-from harness.lifecycle.traffic import Record, Traffic
+from harness.lifecycle.traffic import FLOWING, Record, Traffic
 
 
 @dataclass
@@ -31,12 +31,10 @@ class Outcome:
 
 
 def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead_s: float = 1.0,
-                  tail_s: float = 1.5, warmup: int | None = None, min_after: int = 150,
-                  max_tail_s: float = 60.0) -> Outcome:
-    """The action comes once traffic flows (`warmup` answers, default two per client) and `lead_s` has
-    passed; traffic runs `tail_s` after it returns, longer (up to `max_tail_s`) until `min_after`
-    requests sent after it were answered: a slow model's verdict needs as many answers as a fast one's."""
-    warmup = 2 * clients if warmup is None else warmup
+                  tail_s: float = 1.5, min_after: int = 150, max_tail_s: float = 60.0) -> Outcome:
+    """The action comes once traffic flows (Traffic.wait_flowing) and `lead_s` has passed; traffic runs
+    `tail_s` after it returns, longer (up to `max_tail_s`) until `min_after` requests sent after it were
+    answered: a slow model's verdict needs as many answers as a fast one's."""
     traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=clients)
     dependents = {name: Traffic(deployment.grpc, name, deployment.inputs(name), clients=max(1, clients // 4))
                   for name in deployment.dependents}
@@ -45,9 +43,9 @@ def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead
         running.enter_context(traffic)
         for other in dependents.values():
             running.enter_context(other)
-        traffic.wait_for(warmup)
+        traffic.wait_flowing()
         for other in dependents.values():
-            other.wait_for(min(warmup, 10))
+            other.wait_for(min(FLOWING * clients, 10))
         time.sleep(lead_s)
         for other in (traffic, *dependents.values()):
             other.mark("load posted")

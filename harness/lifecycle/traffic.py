@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+FLOWING = 2  # answers per client that show the traffic flows, before a scenario acts
+
 
 @dataclass(frozen=True)
 class Response:
@@ -132,6 +134,10 @@ class Traffic:
         while len(self.record.responses) < count and time.monotonic() < deadline:
             time.sleep(0.01)
 
+    def wait_flowing(self, timeout: float = 60.0) -> None:
+        """Block until every client could have had FLOWING answers: the traffic is in its steady loop."""
+        self.wait_for(FLOWING * self.clients, timeout)
+
     def wait_until(self, condition, timeout: float) -> None:
         """Block until condition(record) holds for what has come back so far, or the timeout."""
         deadline = time.monotonic() + timeout
@@ -162,9 +168,7 @@ class Traffic:
                 except Exception as error:  # every failure is data, kept with Triton's message
                     response = Response(index, sent, time.monotonic(), "", self.version,
                                         str(error).strip() or type(error).__name__)
-                # kept at once, not buffered per client: wait_for/wait_until count what came back, and a
-                # buffer of k per client hides up to k x clients answers (16 x 16 requests of warm-up
-                # instead of 100 on a slow model; an ensemble's 4 clients needed 64 answers to show 10)
+                # kept at once, not buffered per client: wait_for/wait_until count what has come back
                 with self._lock:
                     self.record.responses.append(response)
         finally:

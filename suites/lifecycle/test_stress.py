@@ -28,7 +28,7 @@ def test_unload_load_cycles_under_traffic(deployment, lifecycle_settings, report
     deadline = time.monotonic() + s.stress_s
     traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=s.clients)
     with traffic:
-        traffic.wait_for(2 * s.clients)  # flowing: two answers per client, as under_traffic's warm-up
+        traffic.wait_flowing()
         while cycles < s.cycles and time.monotonic() < deadline:
             unloaded, loaded = driver.unload(), driver.load()
             if not (unloaded.ok and loaded.ok):
