@@ -74,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--keep-scratch"):
         os.environ["YTS_KEEP_SCRATCH"] = "1"
     cleanup.install_handlers(interrupt=True)  # SIGTERM/SIGHUP interrupt the run as Ctrl-C does
+    config.stash[SUITE_SERVERS] = _suite_servers()
     swept = cleanup.sweep()
     if swept:
         config.stash[_SWEPT] = swept
@@ -98,6 +99,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 _SWEPT = pytest.StashKey[list]()
+SUITE_SERVERS = pytest.StashKey["SuiteServers"]()
 COLLECTOR = pytest.StashKey["ReportCollector"]()
 _VERDICT = pytest.StashKey[str]()
 _MANIFEST = pytest.StashKey["Manifest"]()
@@ -130,6 +132,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
         return None
     finally:
         if COLLECTOR in config.stash:
+            census = cleanup.census()
+            report_environment(config, servers_started=census["started"], servers_at_once=census["at_once"],
+                               gpu_left_over_mib={suite: round(extra / (1 << 20)) for suite, extra
+                                                  in config.stash[SUITE_SERVERS].left_over.items()} or None)
             config.stash[COLLECTOR].finish(session.exitstatus)
             certified = _judge_and_render(config)
             if config.getoption("--certify-profile"):
@@ -198,9 +204,40 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+def _suite_servers():
+    from harness import hostinfo
+    from harness.servers.turns import SuiteServers
+
+    if not hostinfo.has_gpu():
+        return SuiteServers()
+    from harness.reference.gpu_sizing import card
+
+    return SuiteServers(gpu_used=lambda: card()[2])
+
+
+def stop_at_suite_end(config: pytest.Config, suite: str, stop) -> None:
+    """A suite's own server is stopped once its last test is done (harness.servers.turns)."""
+    config.stash[SUITE_SERVERS].register(suite, stop)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    result = yield
+    suite = _suite_of(item)
+    if suite and (nextitem is None or _suite_of(nextitem) != suite):
+        left = item.config.stash[SUITE_SERVERS].close(suite)
+        if left:
+            say(item.config, f"\n[yts] WARNING: {left}")
+    return result
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from harness import hostinfo
+    from harness.servers.turns import suite_rank
     from harness.verdicts import NOT_SERVABLE_HERE
+
+    items.sort(key=lambda item: suite_rank(_suite_of(item)))  # one server at a time (harness.servers.turns)
 
     skip_slow = pytest.mark.skip(reason="slow: opt in with --run-slow")
     skip_gpu = pytest.mark.skip(reason=NOT_SERVABLE_HERE + "this check needs an NVIDIA GPU (none found: "

@@ -95,11 +95,12 @@ def assert_not_certified(result: subprocess.CompletedProcess, suite: str, check:
         f"the verdict does not name {check}: {block or out[-3000:]}"
 
 
-def derive_served(reference: Path, variant: str, out: Path, fixtures: Path = FIXTURES / "letterbox" / "served") -> Path:
-    """fixtures/letterbox/served/derive.py: the reference repository with yolo_e2e's model.py replaced by the
+def derive_served(reference: Path, variant: str, out: Path, fixtures: Path = FIXTURES / "letterbox" / "served",
+                  model: str = "yolo_e2e") -> Path:
+    """fixtures/letterbox/served/derive.py: the reference repository with `model`'s model.py replaced by the
     variant's (from `fixtures`, default fixtures/letterbox/served)."""
     derive = load_module(FIXTURES / "letterbox" / "served" / "derive.py")
-    return derive.derive_repository(reference, variant, out, fixtures=fixtures)
+    return derive.derive_repository(reference, variant, out, fixtures=fixtures, model=model)
 
 
 def load_module(path: Path):

@@ -10,6 +10,9 @@ and an unknown op fails at load time with its name, not at the first request.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -214,13 +217,20 @@ class _ShapePlan:
         values[self.input_name] = torch.zeros(shape, device=engine.device, dtype=engine._float)
         dynamic = {self.input_name}
         kept = []
+        last_read = {name: index for index, (_, _, in_names, _) in enumerate(engine._nodes) for name in in_names}
         with torch.inference_mode():
-            for node in engine._nodes:
+            for index, node in enumerate(engine._nodes):
                 op_type, attrs, in_names, out_names = node
                 _store(values, out_names, engine._ops[op_type](attrs, *[values[n] if n else None for n in in_names]))
                 if op_type != "Shape" and any(n in dynamic for n in in_names if n):
                     dynamic.update(out_names)
                     kept.append(node)
+                # an activation is dropped once read for the last time: this pass at batch 64 would
+                # otherwise hold every activation of the graph at once (GiBs the allocator then keeps);
+                # static values (shapes, constants) stay for binding below
+                for name in {n for n in in_names if n and n in dynamic and n != self.output_name}:
+                    if last_read[name] == index:
+                        del values[name]
         if self.output_name not in dynamic:
             raise ValueError(f"{engine.path.name}: output {self.output_name} does not depend on input {self.input_name}")
         kept = _fuse_silu(kept, self.output_name)
@@ -287,6 +297,19 @@ def _utf8_text_files() -> None:
             return
         except locale.Error:
             continue
+
+
+@contextlib.contextmanager
+def _capture_turn(device_index: int):
+    """One capturing engine per GPU across this host's processes (an advisory file lock: the kernel
+    releases it when a holder dies)."""
+    path = Path(tempfile.gettempdir()) / f"yts-cuda{device_index}-capture.lock"
+    with open(path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _store(values: dict, out_names: list[str], result) -> None:
@@ -389,10 +412,22 @@ class TorchEngine:
     def capture(self, batch_sizes, spatial: tuple[int, int]) -> list[int]:
         """Record a CUDA graph for each batch size at input [b, 3, *spatial], largest first (the graphs
         share one memory pool: replays are sequential, and `forward` copies the output out before the
-        next). Returns the sizes captured."""
+        next). Returns the sizes captured.
+
+        What capturing needs beyond the graphs (warm-up activations, compile workspaces) is handed back
+        to the driver at the end, and the engines of one GPU capture one at a time (`_capture_turn`): a
+        model's instances load in parallel processes, and their transient peaks added up ran an 80 GB
+        card out of memory (8 yolo_e2e instances at 7.4 GiB each)."""
         torch = self.torch
         if not self.device.startswith("cuda"):
             raise ValueError(f"CUDA graphs need a CUDA device, this engine runs on {self.device}")
+        with _capture_turn(torch.device(self.device).index or 0):
+            captured = self._capture(batch_sizes, spatial)
+            torch.cuda.empty_cache()
+        return captured
+
+    def _capture(self, batch_sizes, spatial: tuple[int, int]) -> list[int]:
+        torch = self.torch
         sizes = sorted({int(b) for b in batch_sizes}, reverse=True)
         with torch.inference_mode(), torch.cuda.device(self.device):
             for batch in sizes:

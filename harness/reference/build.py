@@ -9,6 +9,8 @@ process server keeps using the installed harness and the container uses the copy
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -89,6 +91,17 @@ def _vendor(staging: Path) -> Path:
     return staging / "harness"
 
 
+@functools.cache
+def _gpu_sizing(target: Target, onnx_path: Path):
+    """Instances for this card (harness.reference.gpu_sizing), from one instance's measured cost; once per
+    process, so a later lookup while a server holds memory finds the same build."""
+    from harness.reference import gpu_sizing
+
+    cost = gpu_sizing.measure(onnx_path, target.imgsz, target.graph_batch_sizes, target.max_batch_size)
+    name, total, used = gpu_sizing.card()
+    return gpu_sizing.size(total, used, cost, name)
+
+
 def _plan(cache: ArtifactCache, imgsz: int):
     """A TensorRT plan for the GPU build, when this machine can build one (or has one cached)."""
     from harness.engines.base import EngineUnavailable
@@ -107,6 +120,9 @@ def build_reference_repository(device: str = "cpu", imgsz: int = 640, *,
     cache = cache or ArtifactCache(source=source_model())
     fp32 = cache.build(VariantSpec("fp32", imgsz=imgsz))
     target = Target(device=device, imgsz=imgsz, nc=model_classes(fp32.path, imgsz))
+    sizing = _gpu_sizing(target, fp32.path) if target.gpu else None
+    if sizing is not None:
+        target = dataclasses.replace(target, gpu_instances=sizing.raw_instances, e2e_gpu_instances=sizing.e2e_instances)
     onnx = {v: cache.build(VariantSpec(p, imgsz=imgsz)) for v, p in configs.ONNX_VERSIONS.items() if p in precisions}
     plan, plan_skipped = _plan(cache, imgsz) if target.gpu else (None, "CPU build: no TensorRT plan")
     plan_max = None
@@ -121,6 +137,7 @@ def build_reference_repository(device: str = "cpu", imgsz: int = 640, *,
         "target": vars(target) | {"anchors": target.anchors},
         "artifacts": {"raw": fp32.key, **{f"onnx_v{v}": a.key for v, a in onnx.items()}, "plan": plan.key if plan else None},
         "plan_skipped": plan_skipped,
+        "gpu_sizing": sizing.record() if sizing else None,
         "code": _digest(_code_files()),
         "configs": {n: str(c) for n, c in all_configs.items()},
     }

@@ -29,6 +29,7 @@ _live: set = set()  # TritonServer objects started by this process
 _handlers_installed = False
 _interrupt_mode = False
 _interrupt: dict = {}  # the first interrupt: {"signal": "SIGTERM", "at": time.monotonic()}
+_census = {"started": 0, "at_once": 0}
 _deadline_callbacks: list = []  # run by the watchdog before it kills the servers and exits
 
 
@@ -60,6 +61,15 @@ def track(server) -> None:
     install_handlers()
     with _lock:
         _live.add(server)
+        _census["started"] += 1
+        _census["at_once"] = max(_census["at_once"], len(_live))
+
+
+def census() -> dict:
+    """Servers this process started, and the most that were up at once (the suites keep it to one:
+    harness.plugin's suite order and suite-end stops)."""
+    with _lock:
+        return dict(_census)
 
 
 def untrack(server) -> None:

@@ -15,6 +15,7 @@ from harness.load.null_model import NAME as NULL_MODEL, write_null_model
 from harness.load.payload import Payload
 from harness.load.results import load_result, read_raw, write_raw
 from harness.load.server_stats import StatisticsProbe
+from harness.plugin import stop_at_suite_end
 from harness.repository.config import CONFIG_NAME, read_config
 
 HERE = Path(__file__).parent
@@ -208,5 +209,6 @@ class BatchingBench:
 @pytest.fixture(scope="session")
 def bench(pytestconfig, repository_source):
     bench = BatchingBench(pytestconfig, repository_source)
+    stop_at_suite_end(pytestconfig, "batching", bench.stop)
     yield bench
     bench.stop()

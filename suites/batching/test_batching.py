@@ -75,7 +75,7 @@ def test_batching_gain(benchmark, bench, model):
 def test_performance_audit(benchmark, bench, model):
     """MLPerf TEST01: answers sampled under load equal the sequential answers to the same inputs."""
     from harness.engines.artifacts import EVAL_SET
-    from harness.load.audit import audit_inputs, run_audit
+    from harness.load.audit import audit_inputs, DetectionJudge, run_audit
     from harness.protocol.models import discover
 
     bench.require_ready(model)
@@ -85,16 +85,24 @@ def test_performance_audit(benchmark, bench, model):
         pytest.skip(f"{model}: not one tensor or image input; the audit does not know what to send")
     opt = bench.option
     precision, rtol = _audit_rtol(bench, model)
+    judge = None
+    if precision != "fp32":
+        from harness.accuracy.profile import load_profile
+
+        profile = load_profile(bench.pytestconfig.getoption("--profile"))
+        judge = DetectionJudge(precision, opt("--batching-audit-atol"), rtol, profile.section("boxes", precision), profile.eval)
     result = run_audit(server.endpoints, view, audit_inputs(view, opt("--batching-audit-inputs"), EVAL_SET / "images"),
                        clients=_concurrency(bench, model), rounds=opt("--batching-audit-rounds"),
-                       sample=opt("--batching-audit-sample"), atol=opt("--batching-audit-atol"), rtol=rtol)
+                       sample=opt("--batching-audit-sample"), atol=opt("--batching-audit-atol"), rtol=rtol, judge=judge)
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
-    benchmark.extra_info.update(audit=result.to_dict(), first_mismatches=result.mismatches[:5], precision=precision)
+    benchmark.extra_info.update(audit=result.to_dict(), first_mismatches=result.mismatches[:5], precision=precision,
+                                within_box_gates=judge.within_gates if judge else None)
     assert result.failed_under_load == 0, f"{model}: {result.failed_under_load} audit requests failed under load"
     assert result.sampled > 0, f"{model}: no answer under load was sampled"
     assert not result.mismatches, (
         f"{model} ({precision}): {len(result.mismatches)} of {result.sampled} answers sampled under load differ from the "
-        "sequential answers to the same inputs (cached, short-circuited or mixed-up responses under load):\n  "
+        f"sequential answers to the same inputs{' beyond rounding (judged by detections)' if judge else ''} (cached, "
+        "short-circuited or mixed-up responses under load):\n  "
         + "\n  ".join(result.mismatches[:5]))
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.plugin import say, start_server
+from harness.plugin import say, start_server, stop_at_suite_end
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("yts-lifecycle", "yolo-triton-suite lifecycle suite")
@@ -94,6 +94,7 @@ def deployment(pytestconfig, repository_source, manifest):
         scratch, model, driver_class, dependents, manifest)
     say(pytestconfig, f"\n[yts lifecycle] model {model!r} with {driver_class.__name__}"
         f"{f', ensembles using it driven too: {list(dependents)}' if dependents else ''}; {deployment.server.describe()}")
+    stop_at_suite_end(pytestconfig, "lifecycle", deployment.stop)
     yield deployment
     deployment.stop()
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 31's acceptance on a GPU machine, each within one 10-minute command, from a checkout carrying only
+# .gpu/site.tar.xz and .gpu/server.tar.xz (made here by benchmarks/pack_gpu.sh):
+#   bash benchmarks/gpu_acceptance.sh certify OUT     # yts certify of this card's GPU reference build
+#   bash benchmarks/gpu_acceptance.sh benchmark OUT   # pytest suites --benchmark-only on it (CUDA MPS if present)
+# OUT gets log.txt, gpu.csv (the card, then its used memory and utilisation every 2 s) and results.tgz
+# (report.json/html, junit.xml, benchmark JSON, the build's reference.json with its GPU sizing).
+set -u
+WHAT=${1:?usage: gpu_acceptance.sh certify|benchmark OUT}
+OUT=${2:?usage: gpu_acceptance.sh certify|benchmark OUT}
+cd "$(dirname "$0")/.."
+WORK=$(mktemp -d)
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.csv"
+nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader -l 2 >> "$OUT/gpu.csv" &
+SAMPLER=$!
+finish() {
+  kill "$SAMPLER" 2>/dev/null
+  cp -r "${YTS_CACHE:-/tmp/yts-cache}"/reference/*/reference.json "$WORK/" 2>/dev/null
+  tar -C "$WORK" -czf "$OUT/results.tgz" .
+}
+trap finish EXIT
+export YTS_CACHE=${YTS_CACHE:-/tmp/yts-cache} YTS_GPU_SETUP_LOG="$WORK/setup.log"
+case $WHAT in
+  certify)
+    timeout -s INT -k 20 "${YTS_ACCEPTANCE_S:-560}" bash benchmarks/gpu_env.sh bash -c "time yts certify --report-dir $WORK/report" \
+      2>&1 | tee "$OUT/log.txt"; rc=${PIPESTATUS[0]} ;;
+  benchmark)
+    MPS=(); command -v nvidia-cuda-mps-control >/dev/null && MPS=(bash benchmarks/mps.sh)
+    "${MPS[@]}" bash benchmarks/gpu_env.sh bash -c "time python -m pytest suites --benchmark-only -q -p no:randomly \
+      --benchmark-json $WORK/benchmark.json --report-dir $WORK/report" 2>&1 | tee "$OUT/log.txt"; rc=${PIPESTATUS[0]} ;;
+  *) echo "usage: gpu_acceptance.sh certify|benchmark OUT"; exit 2 ;;
+esac
+exit "$rc"
