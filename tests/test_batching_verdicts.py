@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.load.batching import (BatchProfile, config_verdicts, default_gain_min, judge_batches, judge_gain, load_concurrency,
-                                   write_unbatched_twin)
+from harness.load.batching import (BatchProfile, client_bound, config_verdicts, default_gain_min, judge_batches, judge_gain,
+                                   load_concurrency, write_unbatched_twin)
 from harness.paths import FIXTURES
 from harness.repository.config import parse_config, read_config
 from harness.repository.scratch import scratch_copy
@@ -53,6 +53,17 @@ def test_measured_verdict_both_ways():
 def test_gain_judged_by_ratio():
     assert judge_gain("m", 300, 100, 1.5) == []
     assert "gains 1.10×" in judge_gain("m", 110, 100, 1.5)[0]
+
+
+def test_a_gain_measured_with_the_gpu_idle_is_the_clients():
+    """Issue 31 item 4: the H100 measured yolo_raw's gain at 0.97x with the GPU 9-15 % busy (4.9 MB FP32 tensors
+    over gRPC): "not tested, because the client cannot feed it", never a failure; a busy GPU or a CPU host
+    (no GPU metrics) keeps the gain's own verdict."""
+    idle_on, idle_off = {"samples": 20, "util_pct_mean": 15.0}, {"samples": 20, "util_pct_mean": 9.0}
+    why = client_bound("yolo_raw", idle_on, idle_off, 4_915_200, "grpc over the wire")
+    assert why and "cannot feed it (4.9 MB a request, grpc over the wire; the GPU was 15 % busy batched, 9 % unbatched)" in why
+    assert client_bound("yolo_raw", {"samples": 20, "util_pct_mean": 80.0}, idle_off, 4_915_200, "grpc") is None
+    assert client_bound("yolo_raw", {}, {}, 4_915_200, "grpc") is None
 
 
 def test_unbatched_twin(tmp_path):

@@ -160,3 +160,25 @@ def test_grpc_request_is_what_tritonclient_sends(server, kind):
         inputs[-1].set_data_from_numpy(tensor.array)
     theirs = _get_inference_request(payload.model, inputs, "", "", None, 0, False, False, 0, None, None)
     assert infer_request(payload) == theirs
+
+
+def test_shared_memory_transport_sends_no_tensor_bytes(server):
+    """perf_analyzer's --shared-memory system: each load process registers its region, requests carry none
+    of the tensor bytes (Triton would refuse an input with neither), and every region is gone afterwards."""
+    from pathlib import Path
+
+    from harness.load.clients import infer_request
+
+    body = infer_request(server.payload, region="somewhere")
+    assert not body.raw_input_contents and body.inputs[0].parameters["shared_memory_region"].string_param == "somewhere"
+    probe = StatisticsProbe(server.endpoints.grpc, "scale_add")
+    result = run_load(ClientSpec("grpc", server.endpoints.grpc, server.payload, shared_memory=True),
+                      LoadSettings(concurrency=4, processes=2, **FAST), probe)
+    assert result.errors == 0 and result.completed > 0, result.error_messages
+    assert split(result.server_stats["start"], result.server_stats["end"], "scale_add")["requests"] > 0
+    assert not list(Path("/dev/shm").glob("yts-load-*"))
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(server.endpoints.grpc)
+    assert not client.get_system_shared_memory_status(as_json=True).get("regions"), "a region is still registered"
+    client.close()

@@ -117,6 +117,23 @@ def judge_gain(name: str, on_throughput: float, off_throughput: float, minimum: 
     return []
 
 
+CLIENT_BOUND_UTIL = 50.0  # % of GPU busy: below it on both sides, the load did not reach the GPU
+
+
+def client_bound(model: str, on_gpu: dict, off_gpu: dict, request_bytes: int, transport: str) -> str | None:
+    """Why a batching gain measured on a GPU says nothing about the model — the GPU sat mostly idle with
+    batching on and off, so the client's transport was measured (4.9 MB a raw 640 FP32 image) — or None
+    (no GPU metrics, or the GPU was busy on one side)."""
+    if not on_gpu.get("samples") or not off_gpu.get("samples"):
+        return None
+    on, off = on_gpu["util_pct_mean"], off_gpu["util_pct_mean"]
+    if max(on, off) >= CLIENT_BOUND_UTIL:
+        return None
+    return (f"{model}: the client cannot feed it ({request_bytes / 1e6:.1f} MB a request, {transport}; the GPU was "
+            f"{on:.0f} % busy batched, {off:.0f} % unbatched), so no gain of batching can show from this host; "
+            "measure with more load processes (--batching-processes) or hosts (yts load)")
+
+
 def write_unbatched_twin(repository: Path, name: str) -> str:
     """Copy model `name` to NAME__unbatched with dynamic_batching removed (same files, same instances)."""
     repository = Path(repository)

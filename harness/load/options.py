@@ -15,6 +15,9 @@ def add_options(parser: pytest.Parser) -> None:
     add("--batching-warmup", type=float, default=1.0, help="seconds of load before the first window counts")
     add("--batching-max-windows", type=int, default=6, help="windows per point before giving up on stability")
     add("--batching-processes", type=int, default=1, help="load generator processes")
+    add("--batching-shared-memory", default="auto", choices=("auto", "system", "none"),
+        help="gRPC tensors through Triton's system shared memory instead of the wire (perf_analyzer's "
+             "--shared-memory): auto = for tensor requests of 1 MB or more to a server on this host")
     add("--batching-max-concurrency", type=int, default=16, help="cap on 2 × preferred batch size")
     add("--batching-gain-min", type=float, default=None,
         help="least throughput gain batching must bring (default: 1.5 for KIND_GPU models; 0.7 for CPU ones, "

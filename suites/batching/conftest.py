@@ -16,6 +16,8 @@ from harness.load.payload import Payload
 from harness.load.results import load_result, read_raw, write_raw
 from harness.load.server_stats import StatisticsProbe
 from harness.plugin import stop_at_suite_end
+
+SHM_MIN_BYTES = 1 << 20  # below this the wire's copy costs little next to an inference
 from harness.repository.config import CONFIG_NAME, read_config
 
 HERE = Path(__file__).parent
@@ -148,6 +150,24 @@ class BatchingBench:
                                 manifest_for(self.pytestconfig).imgsz)
         return payload_from_config(self.configs[model], sizer=self._sizer)
 
+    def shared_memory(self, model: str, protocol: str) -> bool:
+        """Whether this model's requests go through system shared memory (--batching-shared-memory): gRPC,
+        the native engine, a server on this host (the process launcher), tensors only, >= SHM_MIN_BYTES."""
+        choice = self.option("--batching-shared-memory")
+        if choice == "none" or protocol != "grpc" or self.engine != "native":
+            return False
+        payload = self.payload(model)
+        local = self.start().kind == "process"
+        if choice == "system" and not local:
+            raise pytest.UsageError(f"--batching-shared-memory system: the {self.server.kind} server does not share "
+                                    "this host's /dev/shm (use the process launcher)")
+        tensors = all(t.datatype != "BYTES" for t in payload.tensors)
+        return local and tensors and (choice == "system" or payload.nbytes >= SHM_MIN_BYTES)
+
+    def transport(self, model: str) -> str:
+        protocol = self.option("--batching-protocol")
+        return "system shared memory" if self.shared_memory(model, protocol) else f"{protocol} over the wire"
+
     def url(self, protocol: str) -> str:
         server = self.start()
         return server.endpoints.grpc if protocol == "grpc" else server.endpoints.http
@@ -182,7 +202,8 @@ class BatchingBench:
         key = (model, concurrency, protocol, repeat, self.engine, rate)
         if key not in self._cache:
             self.require_ready(model)
-            spec = ClientSpec(protocol, self.url(protocol), self.payload(model))
+            spec = ClientSpec(protocol, self.url(protocol), self.payload(model),
+                              shared_memory=self.shared_memory(model, protocol))
             probe = StatisticsProbe(self.start().endpoints.grpc, model)
             settings = self.settings(concurrency, rate)
             try:

@@ -10,8 +10,8 @@ import math
 import pytest
 
 from harness.load import ClientSpec
-from harness.load.batching import (TWIN_SUFFIX, batch_profile, config_verdicts, default_gain_min, judge_batches,
-                                   judge_gain, load_concurrency)
+from harness.load.batching import (TWIN_SUFFIX, batch_profile, client_bound, config_verdicts, default_gain_min,
+                                   judge_batches, judge_gain, load_concurrency)
 from harness.load.benchjson import record, summary
 from harness.load.generator import search_latency_bound
 from harness.load.null_model import NAME as NULL_MODEL
@@ -19,7 +19,7 @@ from harness.load.plot import plot_sweep
 from harness.load.results import write_raw
 from harness.load.server_stats import split
 from harness.load.wrk import WrkUnavailable, fidelity_ratio, run_wrk, wrk_binary
-from harness.verdicts import not_applicable, optional_tool_missing
+from harness.verdicts import not_applicable, not_servable_here, optional_tool_missing
 
 pytestmark = [pytest.mark.batching, pytest.mark.server]
 
@@ -69,6 +69,11 @@ def test_batching_gain(benchmark, bench, model):
            batching_on=summary(on), batching_off=summary(off), raw=[str(on_raw), str(off_raw)],
            rounds=[{"on": round(a[0].throughput, 3), "off": round(b[0].throughput, 3)} for a, b in pairs])
     problems = judge_gain(model, on.throughput, off.throughput, minimum)
+    if problems:
+        payload = bench.payload(model)
+        bound = client_bound(model, on.gpu, off.gpu, payload.nbytes, bench.transport(model))
+        if bound:
+            not_servable_here(bound)
     assert not problems, "\n".join(problems) + f" (p95 {on.latency_ms['p95']:.1f} vs {off.latency_ms['p95']:.1f} ms)"
 
 
