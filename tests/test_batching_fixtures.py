@@ -39,7 +39,7 @@ def test_plain_run_skips_with_reason(pytester):
 
 def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_path):
     out = tmp_path / "bench.json"
-    result = run_suite(pytester, "batched", f"--benchmark-json={out}", f"--report-dir={tmp_path}")
+    result = run_suite(pytester, "batched", f"--benchmark-json={out}", f"--report-dir={tmp_path}", "--latency-budget-ms=2000")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-4000:]
     benches = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
     expected = {"test_batches_form[detector]", "test_batching_gain[detector]", "test_performance_audit[detector]",
@@ -62,6 +62,13 @@ def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_pat
     assert (tmp_path / "batching" / "sweep-detector.png").stat().st_size > 0
     sweep = benches["test_concurrency_sweep[detector]"]["extra_info"]["sweep"]
     assert all(p["average_batch"] >= 1 for p in sweep) and sweep[-1]["average_batch"] > 1, sweep
+    # one instance executing batches of up to 8 (20 ms each) while the next fills: throughput stops rising at
+    # 16 requests in flight (8/20 ms = 400/s at most); the sweep goes on doubling past it until two doublings
+    # add nothing (issue 31 item 3; the latency budget is raised so the plateau rule decides)
+    capacity = benches["test_concurrency_sweep[detector]"]["extra_info"]["capacity"]
+    assert capacity["stopped"] == "plateau" and capacity["saturating_concurrency"] in (16, 32), (capacity, sweep)
+    assert sweep[-1]["concurrency"] >= 4 * capacity["saturating_concurrency"] and capacity["saturated_throughput"] <= 400, sweep
+    assert capacity["knee"]["throughput"] >= 0.95 * capacity["saturated_throughput"], capacity
     poisson = benches["test_poisson_sweep[detector]"]["extra_info"]
     assert [p["fraction"] for p in poisson["poisson"]] == [0.5, 0.7, 0.9], poisson
     for point in poisson["poisson"]:  # open loop keeps up below saturation (CPU host: no GPU utilisation)

@@ -117,6 +117,16 @@ def judge_gain(name: str, on_throughput: float, off_throughput: float, minimum: 
     return []
 
 
+def sweep_point(result, model: str) -> dict:
+    """One point of a sweep: served throughput, latency percentiles, errors, stability, the average batch
+    from the statistics API and the GPU's utilisation (where the server reports it)."""
+    start, end = result.server_stats.get("start"), result.server_stats.get("end")
+    return {"throughput": result.throughput, "p50_ms": result.latency_ms["p50"], "p95_ms": result.latency_ms["p95"],
+            "p99_ms": result.latency_ms["p99"], "errors": result.errors, "stable": result.stable,
+            "average_batch": round(batch_profile(start, end, model).average, 3) if end else None,
+            **({"gpu_util_pct": result.gpu.get("util_pct_mean")} if result.gpu else {})}
+
+
 CLIENT_BOUND_UTIL = 50.0  # % of GPU busy: below it on both sides, the load did not reach the GPU
 
 

@@ -19,6 +19,10 @@ def add_options(parser: pytest.Parser) -> None:
         help="gRPC tensors through Triton's system shared memory instead of the wire (perf_analyzer's "
              "--shared-memory): auto = for tensor requests of 1 MB or more to a server on this host")
     add("--batching-max-concurrency", type=int, default=16, help="cap on 2 × preferred batch size")
+    add("--latency-budget-ms", type=float, default=100.0,
+        help="the concurrency sweep stops once p99 passes this; the knee is the best throughput within it")
+    add("--batching-max-sweep-concurrency", type=int, default=1024,
+        help="the concurrency sweep doubles up to this at most (it stops earlier once throughput plateaus)")
     add("--batching-gain-min", type=float, default=None,
         help="least throughput gain batching must bring (default: 1.5 for KIND_GPU models; 0.7 for CPU ones, "
              "where a compute-bound detector gains nothing — 0.77-0.98x measured for the reference on 2 cores — "

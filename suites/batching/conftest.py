@@ -5,12 +5,14 @@ plugin, so they work with a bare `pytest --benchmark-only` too."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from harness.load import ClientSpec, LoadResult, LoadSettings, payload_from_config, run_load
-from harness.load.batching import TWIN_SUFFIX, config_verdicts, is_ensemble, write_unbatched_twin
+from harness.load.batching import (TWIN_SUFFIX, config_verdicts, is_ensemble, load_concurrency, sweep_point,
+                                   write_unbatched_twin)
 from harness.load.null_model import NAME as NULL_MODEL, write_null_model
 from harness.load.payload import Payload
 from harness.load.results import load_result, read_raw, write_raw
@@ -18,6 +20,7 @@ from harness.load.server_stats import StatisticsProbe
 from harness.plugin import stop_at_suite_end
 
 SHM_MIN_BYTES = 1 << 20  # below this the wire's copy costs little next to an inference
+MAX_PROCESSES = max(1, min(8, (os.cpu_count() or 2) // 2))  # load processes a sweep may grow to
 from harness.repository.config import CONFIG_NAME, read_config
 
 HERE = Path(__file__).parent
@@ -108,6 +111,7 @@ class BatchingBench:
         self.server = None
         self._sizer = None
         self._cache: dict[tuple, tuple[LoadResult, Path]] = {}
+        self._capacities: dict = {}
         # --load-engine native|locust (harness.plugin); getoption's default keeps this working without it
         self.engine = pytestconfig.getoption("--load-engine", default="native") or "native"
         self.load_workers = int(pytestconfig.getoption("--load-workers", default=2) or 2)
@@ -131,13 +135,15 @@ class BatchingBench:
             return run_locust(spec, settings, probe, workers=workers)
         return run_load(spec, settings, probe)
 
-    def settings(self, concurrency: int, rate: float = 0.0) -> LoadSettings:
-        """Closed loop at `concurrency`, or (rate > 0) Poisson arrivals at `rate` requests/s (seeded)."""
+    def settings(self, concurrency: int, rate: float = 0.0, processes: int | None = None) -> LoadSettings:
+        """Closed loop at `concurrency`, or (rate > 0) Poisson arrivals at `rate` requests/s (seeded), from
+        `processes` load processes (default --batching-processes)."""
         common = dict(window_s=self.option("--batching-window"), warmup_s=self.option("--batching-warmup"),
                       max_windows=self.option("--batching-max-windows"))
+        processes = processes or self.option("--batching-processes")
         if rate > 0:
-            return LoadSettings(mode="poisson", rate=rate, processes=self.option("--batching-processes"), seed=1, **common)
-        return LoadSettings(concurrency=concurrency, processes=min(self.option("--batching-processes"), concurrency), **common)
+            return LoadSettings(mode="poisson", rate=rate, processes=processes, seed=1, **common)
+        return LoadSettings(concurrency=concurrency, processes=min(processes, concurrency), **common)
 
     def payload(self, model: str) -> Payload:
         """Sized from the repository (ONNX graphs, the ensemble step that feeds a -1 dim), within the
@@ -192,20 +198,20 @@ class BatchingBench:
             client.close()
 
     def measure(self, model: str, concurrency: int, protocol: str | None = None, repeat: int = 0,
-                rate: float = 0.0) -> tuple[LoadResult, Path]:
+                rate: float = 0.0, processes: int | None = None) -> tuple[LoadResult, Path]:
         """`repeat` > 0 measures the same point again (interleaved comparisons), kept apart in the cache;
         `rate` > 0 measures open loop (Poisson arrivals) instead of at `concurrency`. The GPU's utilisation
         through the run comes with the result where the server reports GPU metrics."""
         from harness.load.gpu_usage import GpuSampler
 
         protocol = protocol or self.option("--batching-protocol")
-        key = (model, concurrency, protocol, repeat, self.engine, rate)
+        key = (model, concurrency, protocol, repeat, self.engine, rate, processes)
         if key not in self._cache:
             self.require_ready(model)
             spec = ClientSpec(protocol, self.url(protocol), self.payload(model),
                               shared_memory=self.shared_memory(model, protocol))
             probe = StatisticsProbe(self.start().endpoints.grpc, model)
-            settings = self.settings(concurrency, rate)
+            settings = self.settings(concurrency, rate, processes)
             try:
                 with GpuSampler(self.start().endpoints.metrics) as gpu:
                     result = self.run(spec, settings, probe)
@@ -218,6 +224,25 @@ class BatchingBench:
                              result.to_dict())
             self._cache[key] = (load_result(read_raw(path)), path)
         return self._cache[key]
+
+    def capacity(self, model: str):
+        """The closed-loop sweep up to saturation (harness.load.capacity), once per model."""
+        from harness.load.capacity import Point, find_capacity
+
+        if model not in self._capacities:
+            def point(concurrency: int, processes: int) -> Point:
+                result, raw = self.measure(model, concurrency, processes=processes)
+                return Point(concurrency, processes, result.throughput, result.latency_ms["p99"], result.client_cpu,
+                             {**sweep_point(result, model), "raw": str(raw)})
+
+            # a certification run needs every request answered up to the batcher's own range; finding the
+            # capacity is a measurement (--benchmark-only)
+            ceiling = self.option("--batching-max-sweep-concurrency") if self.option("benchmark_only") else \
+                load_concurrency(self.configs[model], cap=self.option("--batching-max-concurrency"))
+            self._capacities[model] = find_capacity(point, self.option("--latency-budget-ms"), ceiling,
+                                                    max_processes=max(self.option("--batching-processes"), MAX_PROCESSES),
+                                                    start=1)
+        return self._capacities[model]
 
     def measured(self) -> list[LoadResult]:
         return [result for result, _ in self._cache.values()]

@@ -11,7 +11,8 @@ import pytest
 
 from harness.load import ClientSpec
 from harness.load.batching import (TWIN_SUFFIX, batch_profile, client_bound, config_verdicts, default_gain_min,
-                                   judge_batches, judge_gain, load_concurrency)
+                                   judge_batches, judge_gain, load_concurrency, sweep_point)
+from harness.plugin import say
 from harness.load.benchjson import record, summary
 from harness.load.generator import search_latency_bound
 from harness.load.null_model import NAME as NULL_MODEL
@@ -123,25 +124,33 @@ def _audit_rtol(bench, model) -> tuple[str, float]:
     return precision, (1e-3 if precision == "fp32" else 2 ** -8)
 
 
-def test_concurrency_sweep(benchmark, bench, model):
-    """perf_analyzer's concurrency range (powers of two up to 2 × preferred size); every request answered."""
-    top = _concurrency(bench, model)
-    levels = sorted({min(top, 2 ** i) for i in range(0, top.bit_length() + 1)})
-    points, raws = [], []
-    for concurrency in levels:
-        result, raw = bench.measure(model, concurrency)
-        points.append({"concurrency": concurrency, **_point(result, model)})
-        raws.append(str(raw))
-    extra = {"sweep": points, "raw": raws}
+def test_concurrency_sweep(benchmark, bench, model, record_property):
+    """Closed loop, doubling the requests in flight until throughput stops rising (< 5 % over two doublings)
+    or p99 passes --latency-budget-ms (harness.load.capacity), with more load processes once one is busy:
+    the saturating concurrency, the knee (best throughput within the budget) and each point's GPU
+    utilisation; every request answered."""
+    capacity = bench.capacity(model)
+    points = [p.to_dict() for p in capacity.points]
+    found = {k: v for k, v in capacity.to_dict().items() if k != "points"}
+    extra = {"sweep": points, "capacity": found, "raw": [p["raw"] for p in points]}
     bound = bench.option("--batching-latency-bound-ms")
     if bound:
         spec = ClientSpec(bench.option("--batching-protocol"), bench.url(bench.option("--batching-protocol")),
                           bench.payload(model))
-        best, tried = search_latency_bound(spec, bench.settings(1), bound, max_concurrency=top * 4, run=bench.run)
+        best, tried = search_latency_bound(spec, bench.settings(1), bound, max_concurrency=capacity.best.concurrency * 4,
+                                           run=bench.run)
         extra["latency_bound"] = {"p99_bound_ms": bound, "best": summary(best) if best else None,
                                   "tried": [summary(r) for r in tried]}
     plot = plot_sweep({model: points}, bench.report_dir / f"sweep-{model}.png", f"{model}: throughput vs p95")
+    saturating = capacity.saturating
+    result, _ = bench.measure(model, saturating.concurrency, processes=saturating.processes)
     record(benchmark, result, plot=str(plot), **extra)
+    record_property("capacity", found)
+    knee = capacity.knee
+    say(bench.pytestconfig, f"\n[yts batching] {model}: {capacity.best.throughput:.1f} infer/s saturated from concurrency "
+        f"{saturating.concurrency} (sweep stopped: {capacity.stopped}); knee "
+        + (f"{knee.throughput:.1f} infer/s at concurrency {knee.concurrency}, p99 {knee.p99_ms:.1f} ms" if knee else
+           f"none: p99 over {capacity.budget_ms:g} ms at every point") + f" (budget {capacity.budget_ms:g} ms)")
     failed = [p for p in points if p["errors"]]
     assert not failed, f"{model}: requests failed under load: " + ", ".join(
         f"concurrency {p['concurrency']}: {p['errors']} errors" for p in failed)
@@ -149,34 +158,26 @@ def test_concurrency_sweep(benchmark, bench, model):
 
 def test_poisson_sweep(benchmark, bench, model):
     """Open loop, as production traffic arrives: Poisson arrivals at fractions of the saturated closed-loop
-    throughput (--batching-poisson-fractions), each with what was served, its latency percentiles, late
-    sends, the average batch Triton formed and the GPU's utilisation; every request answered. A measurement,
-    not a gate: it runs under `pytest --benchmark-only`, not in a certification run."""
+    throughput (the concurrency sweep's capacity; --batching-poisson-fractions), each with what was served, its
+    latency percentiles, late sends, the average batch Triton formed and the GPU's utilisation; every request
+    answered. A measurement, not a gate: it runs under `pytest --benchmark-only`, not in a certification run."""
     if not bench.option("benchmark_only"):
         pytest.skip("a measurement, not a gate: the Poisson sweep runs under pytest --benchmark-only")
-    saturated, _ = bench.measure(model, _concurrency(bench, model))
+    capacity = bench.capacity(model)
+    saturated = capacity.best
     fractions = [float(f) for f in bench.option("--batching-poisson-fractions").split(",") if f.strip()]
     points, raws = [], []
     for fraction in fractions:
         rate = round(fraction * saturated.throughput, 3)
-        result, raw = bench.measure(model, 1, rate=rate)
-        points.append({"fraction": fraction, "offered_per_s": rate, **_point(result, model),
+        result, raw = bench.measure(model, 1, rate=rate, processes=saturated.processes)
+        points.append({"fraction": fraction, "offered_per_s": rate, **sweep_point(result, model),
                        "late_sends": result.late_sends})
         raws.append(str(raw))
-    record(benchmark, result, saturated_throughput=round(saturated.throughput, 3), poisson=points, raw=raws)
+    record(benchmark, result, saturated_throughput=round(saturated.throughput, 3),
+           saturating_concurrency=capacity.saturating.concurrency, poisson=points, raw=raws)
     failed = [p for p in points if p["errors"]]
     assert not failed, f"{model}: requests failed under Poisson arrivals: " + ", ".join(
         f"{p['offered_per_s']:g}/s: {p['errors']} errors" for p in failed)
-
-
-def _point(result, model) -> dict:
-    """One point of a sweep: served throughput, latency percentiles, errors, stability, the average batch
-    from the statistics API and the GPU's utilisation (where the server reports it)."""
-    start, end = result.server_stats.get("start"), result.server_stats.get("end")
-    return {"throughput": result.throughput, "p50_ms": result.latency_ms["p50"], "p95_ms": result.latency_ms["p95"],
-            "p99_ms": result.latency_ms["p99"], "errors": result.errors, "stable": result.stable,
-            "average_batch": round(batch_profile(start, end, model).average, 3) if end else None,
-            **({"gpu_util_pct": result.gpu.get("util_pct_mean")} if result.gpu else {})}
 
 
 def test_generator_fidelity(benchmark, bench):
