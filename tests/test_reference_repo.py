@@ -62,7 +62,7 @@ def test_gpu_target_runs_torch_fp16_on_kind_gpu_instances():
     for name in ("yolo_raw", "yolo_e2e", "yolo_onnx", "yolo_trt"):
         kinds = {g.kind for g in gpu[name].instance_group}
         assert kinds == {pb.ModelInstanceGroup.KIND_GPU}, f"{name}: instance kinds {kinds}"
-    for name, instances, first_graph, compiled in (("yolo_raw", 2, 1, None), ("yolo_e2e", 8, 8, "default")):
+    for name, instances, first_graph, compiled in (("yolo_raw", 2, 1, None), ("yolo_e2e", 8, 8, None)):
         params = {k: v.string_value for k, v in gpu[name].parameters.items()}
         assert (params["runtime"], params["precision"]) == ("torch", "fp16"), f"{name}: {params}"
         assert params.get("torch_compile") == compiled, f"{name}: {params}"
@@ -178,6 +178,7 @@ def test_gpu_build_writes_the_gpu_configs(model_source, tmp_path):
     assert raw.instance_group[0].kind == pb.ModelInstanceGroup.KIND_GPU
     assert raw.parameters["runtime"].string_value == "torch"
     record = reference_build.manifest(repository)
+    assert record["gpu_sizing"] is None  # no GPU here: sized where it is served (tests/test_gpu_sizing.py)
     if not (repository / "yolo_trt").exists():
         assert record["plan_skipped"], "no yolo_trt and no reason recorded"
     assert sorted(p.name for p in (repository / "yolo_onnx").iterdir() if p.is_dir()) == ["1"]

@@ -10,9 +10,6 @@ and an unknown op fails at load time with its name, not at the first request.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -299,19 +296,6 @@ def _utf8_text_files() -> None:
             continue
 
 
-@contextlib.contextmanager
-def _capture_turn(device_index: int):
-    """One capturing engine per GPU across this host's processes (an advisory file lock: the kernel
-    releases it when a holder dies)."""
-    path = Path(tempfile.gettempdir()) / f"yts-cuda{device_index}-capture.lock"
-    with open(path, "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def _store(values: dict, out_names: list[str], result) -> None:
     if isinstance(result, (tuple, list)):
         values.update(zip(out_names, result))
@@ -412,18 +396,14 @@ class TorchEngine:
     def capture(self, batch_sizes, spatial: tuple[int, int]) -> list[int]:
         """Record a CUDA graph for each batch size at input [b, 3, *spatial], largest first (the graphs
         share one memory pool: replays are sequential, and `forward` copies the output out before the
-        next). Returns the sizes captured.
-
-        What capturing needs beyond the graphs (warm-up activations, compile workspaces) is handed back
-        to the driver at the end, and the engines of one GPU capture one at a time (`_capture_turn`): a
-        model's instances load in parallel processes, and their transient peaks added up ran an 80 GB
-        card out of memory (8 yolo_e2e instances at 7.4 GiB each)."""
+        next). Returns the sizes captured. What capturing needed beyond the graphs (warm-up activations,
+        workspaces) is handed back to the driver at the end: kept in the allocator's cache, the 8 yolo_e2e
+        instances of the GPU build held 7.4 GiB each and ran an 80 GB card out of memory."""
         torch = self.torch
         if not self.device.startswith("cuda"):
             raise ValueError(f"CUDA graphs need a CUDA device, this engine runs on {self.device}")
-        with _capture_turn(torch.device(self.device).index or 0):
-            captured = self._capture(batch_sizes, spatial)
-            torch.cuda.empty_cache()
+        captured = self._capture(batch_sizes, spatial)
+        torch.cuda.empty_cache()
         return captured
 
     def _capture(self, batch_sizes, spatial: tuple[int, int]) -> list[int]:

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from harness import paths
+from harness import hostinfo, paths
 from harness.engines.artifacts import REFERENCE_MODEL, ArtifactCache, VariantSpec
 from harness.reference import configs
 from harness.reference.configs import Target
@@ -120,8 +120,8 @@ def build_reference_repository(device: str = "cpu", imgsz: int = 640, *,
     cache = cache or ArtifactCache(source=source_model())
     fp32 = cache.build(VariantSpec("fp32", imgsz=imgsz))
     target = Target(device=device, imgsz=imgsz, nc=model_classes(fp32.path, imgsz))
-    sizing = _gpu_sizing(target, fp32.path) if target.gpu else None
-    if sizing is not None:
+    sizing = _gpu_sizing(target, fp32.path) if target.gpu and hostinfo.has_gpu() else None
+    if sizing is not None:  # (a GPU build written on a host without one keeps the defaults: configs to read, not serve)
         target = dataclasses.replace(target, gpu_instances=sizing.raw_instances, e2e_gpu_instances=sizing.e2e_instances)
     onnx = {v: cache.build(VariantSpec(p, imgsz=imgsz)) for v, p in configs.ONNX_VERSIONS.items() if p in precisions}
     plan, plan_skipped = _plan(cache, imgsz) if target.gpu else (None, "CPU build: no TensorRT plan")
