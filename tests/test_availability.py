@@ -165,3 +165,18 @@ def test_absent_engine_of_a_gpu_only_model_is_not_tested_here_but_a_missing_mode
             "run on a GPU host with --triton=container") in result.stdout
     assert "(its engine model.plan is absent: it is built on the GPU host that serves it)" in result.stdout
     assert "yolo_preprocess/1/model.py: missing" in result.stdout
+
+
+def test_metadata_only_onnx_config_is_judged_as_triton_completes_it():
+    """Issue #32 item 1: an Ultralytics-style config (the `metadata` parameter and an accelerator, nothing
+    else) is the ONNX model Triton completes from model.onnx — it needs the onnxruntime backend (not
+    "the <none> backend"), is loaded wherever that backend is, and is a raw accuracy candidate."""
+    from harness.accuracy.served import served_models
+
+    repository = FIXTURES / "metadata_only"
+    assert read_config(repository / "yolo").platform == ""  # the file alone names no backend
+    assert host_needs(repository, {"python"}, frozenset()) == {
+        "yolo": "the onnxruntime backend (this server has python)"}
+    assert host_needs(repository, {"python", "onnxruntime"}, frozenset()) == {}
+    assert loadable_models(repository, {"python", "onnxruntime"}, frozenset()) == ("yolo",)
+    assert served_models(repository) == [("yolo", "raw")]

@@ -17,6 +17,7 @@ from harness.load.null_model import NAME as NULL_MODEL, write_null_model
 from harness.load.payload import Payload
 from harness.load.results import load_result, read_raw, write_raw
 from harness.load.server_stats import StatisticsProbe
+from harness.checks.model import completed_config
 from harness.plugin import stop_at_suite_end
 
 SHM_MIN_BYTES = 1 << 20  # below this the wire's copy costs little next to an inference
@@ -48,7 +49,7 @@ def batching_targets(config: pytest.Config) -> tuple[list[str], dict[str, str]]:
     if config.getoption("--batching-models"):
         return [m.strip() for m in config.getoption("--batching-models").split(",") if m.strip()], {}
     source = _source(config)
-    configs = {p.name: read_config(p) for p in sorted(source.iterdir()) if (p / CONFIG_NAME).is_file()}
+    configs = {p.name: completed_config(p) for p in sorted(source.iterdir()) if (p / CONFIG_NAME).is_file()}
     steps = {step.model_name: name for name, c in configs.items() if is_ensemble(c)
              for step in c.ensemble_scheduling.step}
     from harness.plugin import manifest_for
@@ -98,9 +99,9 @@ class BatchingBench:
         for model in batching_targets(pytestconfig)[0]:
             if not (self.repository / model / CONFIG_NAME).is_file():
                 raise pytest.UsageError(f"--batching-models: {model} is not a model in {source}")
-            self.configs[model] = read_config(self.repository / model)
+            self.configs[model] = completed_config(self.repository / model)
             if not config_verdicts(self.configs[model]):
-                self.configs[model + TWIN_SUFFIX] = read_config(self.repository / write_unbatched_twin(self.repository, model))
+                self.configs[model + TWIN_SUFFIX] = completed_config(self.repository / write_unbatched_twin(self.repository, model))
         write_null_model(self.repository)
         self.configs[NULL_MODEL] = read_config(self.repository / NULL_MODEL)
         report = self.option("--report-dir")
