@@ -87,6 +87,8 @@ class Verdict:
             return f"CERTIFIED for what could be tested here (PARTIAL, accepted by the profile): {self.coverage}{not_tested}"
         if self.certified and self.host_limited:
             return "CERTIFIED for what could be tested here" + not_tested
+        if self.certified and self.by_design:
+            return "CERTIFIED: every required check passed; the repository does not use dynamic batching (by design)"
         if self.certified:
             return "CERTIFIED: every required check passed"
         causes = [f"{len(self.failing)} required check(s) failed"] if self.failing else []
