@@ -84,7 +84,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
         configs = {name: c for name, c in read_configs(_source(metafunc.config)).items()
                    if not manifest_for(metafunc.config).skipped(name)}
-        if not metafunc.config.getoption("--batching-models") and not repository_batches(configs):
+        if configs and not metafunc.config.getoption("--batching-models") and not repository_batches(configs):
             why = "; ".join(reason for c in configs.values() if not is_ensemble(c) for reason in config_verdicts(c))
             models = [pytest.param(None, id="none", marks=pytest.mark.skip(reason=f"{NOT_BATCHING}: {why}"))]
         elif not models:  # one test saying why, not pytest's empty-parameter-set skip
