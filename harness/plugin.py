@@ -40,8 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --report-dir: judge the run against this certification profile "
                          "(name in harness/report/profiles or a .toml path); the exit status follows the verdict")
     group.addoption("--certify-strict", action="store_true", default=None,
-                    help="with --certify-profile: a model this host cannot serve (GPU, backend) denies certification "
-                         "instead of being listed as not tested here")
+                    help="with --certify-profile: a model this host cannot serve (GPU, backend, a module its Python "
+                         "lacks) makes the run PARTIAL even under a profile that accepts partial coverage")
     group.addoption("--manifest", type=Path, default=None,
                     help="TOML declaring model roles, imgsz, nc (harness/repository/manifest.py documents it); "
                          "default: yts.toml at the repository root, if any")
