@@ -2,7 +2,14 @@
 server's backends, the host's GPUs: harness.reference.loadable.host_needs), so that every check of a
 model that cannot load HERE is "not tested on this host, because <model> needs <...>; <the way out>" —
 once per model, never a traceback per test — while a model that fails to load for its own fault still
-fails, quoting Triton. The server's load list leaves these models out (harness.plugin.triton_server)."""
+fails, quoting Triton. The server's load list leaves these models out (harness.plugin.triton_server).
+
+What only loading tells is recorded as it is learnt (record_load_failures, from every server the run
+starts and from the config suite's live load): a model that fails for the host's environment (a module the
+server's Python lacks: harness.environment) joins the models this host cannot serve, once, with its way
+out; one that fails for its own fault is reported once where it failed; the server starts again without
+either, and every other check of that model is skipped under that one cause (skip_if_load_failed), never
+repeated per check as an error."""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ import pytest
 from harness.verdicts import NOT_SERVABLE_HERE, not_servable_here
 
 _NEEDS = pytest.StashKey[dict]()
+_LOAD_FAILURES = pytest.StashKey[dict]()  # model -> (reason, the host's: True | the model's own: False)
 NGC_IMAGE = "nvcr.io/nvidia/tritonserver:<yy.mm>-py3"
 
 
@@ -59,12 +67,64 @@ def reason(model: str, needs: str) -> str:
     return f"{model} needs {needs}; {way_out(needs)}"
 
 
+def not_servable(config: pytest.Config) -> dict[str, str]:
+    """Model -> why this host cannot serve it, with the way out: from its config (host_needs) or from its
+    load failing for the host's environment (record_load_failures)."""
+    reasons = {model: reason(model, needs) for model, needs in host_needs(config).items()}
+    reasons.update({model: why for model, (why, host) in load_failures(config).items() if host})
+    return reasons
+
+
+def load_failures(config: pytest.Config) -> dict[str, tuple[str, bool]]:
+    return config.stash.setdefault(_LOAD_FAILURES, {})
+
+
+def record_load_failures(config: pytest.Config, repository: Path, errors: dict[str, str]) -> None:
+    """Models that failed to load (model -> Triton's reason): each environment cause (harness.environment)
+    becomes the host's, any other stays the model's own; an ensemble over a step that failed for the host
+    is the host's too. Recorded once: the first reason learnt stands."""
+    from harness.checks.model import completed_config
+    from harness.environment import environment_cause
+    from harness.repository.config import ConfigError
+
+    failures = load_failures(config)
+    for model, triton_reason in sorted(errors.items()):
+        if model in failures:
+            continue
+        cause = environment_cause(Path(repository) / model, triton_reason)
+        try:
+            steps = [s.model_name for s in completed_config(Path(repository) / model).ensemble_scheduling.step]
+        except (ConfigError, OSError):
+            steps = []
+        host_steps = [step for step in steps if failures.get(step, ("", False))[1]]
+        if cause is None and host_steps:
+            cause = f"{model} needs its step {host_steps[0]!r}, which cannot load here: {failures[host_steps[0]][0]}"
+        failures[model] = (cause, True) if cause else (_first_line(triton_reason), False)
+    _report(config)
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "no reason given")
+
+
+def skip_if_load_failed(config: pytest.Config, model: str | None) -> None:
+    """A check of a model whose load failed, after that failure was reported once: skipped under that one
+    cause — the host's ("not tested on this host, because ...") or the model's ("not tested, because MODEL
+    failed to load: <Triton's reason>") — so the verdict lists it by count under it."""
+    if model is None or model not in load_failures(config):
+        return
+    why, host = load_failures(config)[model]
+    if host:
+        not_servable_here(why)
+    pytest.skip(f"not tested, because {model} failed to load: {why}")
+
+
 def skip_if_unavailable(config: pytest.Config, *models: str) -> None:
     """For the suites' model-selecting fixtures: a model this host cannot serve is not tested."""
-    needs = host_needs(config)
+    reasons = not_servable(config)
     for model in models:
-        if model in needs:
-            not_servable_here(reason(model, needs[model]))
+        if model in reasons:
+            not_servable_here(reasons[model])
 
 
 def skip_if_only_the_host_blocks(config: pytest.Config, choose) -> None:
@@ -102,7 +162,7 @@ def skip_if_nothing_servable(config: pytest.Config, served: list) -> None:
     """A suite that drives what the server serves (`served`: the models it can drive): with none, while
     models of the repository cannot be served here, every check is not tested on this host, naming them
     (not "the server serves no model")."""
-    needs = host_needs(config)
+    needs = not_servable(config)
     if not served and needs:
         not_servable_here(f"nothing it can drive is served: {', '.join(sorted(needs))} cannot be served on this host "
                           "(each one's need and way out is listed once in the verdict)")
@@ -135,4 +195,4 @@ def _report(config: pytest.Config) -> None:
     from harness.plugin import COLLECTOR
 
     if COLLECTOR in config.stash:
-        config.stash[COLLECTOR].not_servable = {m: reason(m, n) for m, n in sorted(config.stash[_NEEDS].items())}
+        config.stash[COLLECTOR].not_servable = dict(sorted(not_servable(config).items()))

@@ -40,8 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --report-dir: judge the run against this certification profile "
                          "(name in harness/report/profiles or a .toml path); the exit status follows the verdict")
     group.addoption("--certify-strict", action="store_true", default=None,
-                    help="with --certify-profile: a model this host cannot serve (GPU, backend) denies certification "
-                         "instead of being listed as not tested here")
+                    help="with --certify-profile: a model this host cannot serve (GPU, backend, a module its Python "
+                         "lacks) makes the run PARTIAL even under a profile that accepts partial coverage")
     group.addoption("--manifest", type=Path, default=None,
                     help="TOML declaring model roles, imgsz, nc (harness/repository/manifest.py documents it); "
                          "default: yts.toml at the repository root, if any")
@@ -137,17 +137,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
                                gpu_left_over_mib={suite: round(extra / (1 << 20)) for suite, extra
                                                   in config.stash[SUITE_SERVERS].left_over.items()} or None)
             config.stash[COLLECTOR].finish(session.exitstatus)
-            certified = _judge_and_render(config)
-            if config.getoption("--certify-profile"):
-                if not certified and session.exitstatus == 0:
-                    session.exitstatus = 1
-                elif certified and session.exitstatus == pytest.ExitCode.TESTS_FAILED:
-                    # only checks the profile does not require failed (a harness self-check such as
-                    # test_generator_fidelity): the exit status is the gate's, as the verdict printed
-                    session.exitstatus = pytest.ExitCode.OK
+            verdict = _judge_and_render(config)
+            if config.getoption("--certify-profile") and session.exitstatus in (pytest.ExitCode.OK,
+                                                                                 pytest.ExitCode.TESTS_FAILED):
+                # the gate's status (0, 1, or gate.EXIT_PARTIAL), as the verdict printed: a failing check the
+                # profile does not require (a harness self-check such as test_generator_fidelity) does not count
+                session.exitstatus = verdict.exit_status
 
 
-def _judge_and_render(config: pytest.Config) -> bool:
+def _judge_and_render(config: pytest.Config):
     from harness.report import gate, html
 
     report_dir = config.stash[COLLECTOR].report_dir
@@ -157,7 +155,7 @@ def _judge_and_render(config: pytest.Config) -> bool:
     line = verdict.line() if profile_name else f"(no --certify-profile) {verdict.line()}"
     html.render(report_dir, line)
     config.stash[_VERDICT] = "\n".join([line, "per model (verdicts by suite):", *verdict.model_rows()])
-    return verdict.certified
+    return verdict
 
 
 def _deadline_report(config: pytest.Config) -> None:
@@ -259,6 +257,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         mark_unservable(config, [item for item in items if _suite_of(item)])
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    """After a check's fixtures (which may have started a server and learnt that a model fails to load):
+    a check of such a model is skipped under that one cause (harness.availability.skip_if_load_failed),
+    whatever its setup did, except the config suite's offline checks and test_live, which reports it."""
+    try:
+        result = yield
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:
+        _skip_if_load_failed(item)
+        raise
+    _skip_if_load_failed(item)
+    return result
+
+
+def _skip_if_load_failed(item: pytest.Item) -> None:
+    suite = _suite_of(item)
+    if not suite or suite == "config" and ("live_server" not in item.fixturenames or item.originalname == "test_live"):
+        return
+    from harness.availability import load_failures, model_of, skip_if_load_failed
+
+    if load_failures(item.config):
+        skip_if_load_failed(item.config, model_of(item, load_failures(item.config)))
+
+
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 
 
@@ -333,16 +357,34 @@ def server_settings(pytestconfig: pytest.Config, repository: Path, **overrides):
 
 
 def start_server(pytestconfig: pytest.Config, repository: Path, **overrides):
-    """Start a server of the configured kind; the caller stops it (fixtures do)."""
+    """Start a server of the configured kind; the caller stops it (fixtures do). Models of its load list
+    that fail to load are recorded once (harness.availability.record_load_failures) and the server starts
+    again without them, so the rest of the repository is still tested; a model known to fail is not
+    loaded again."""
+    from harness.availability import load_failures, record_load_failures
+    from harness.checks import list_models
     from harness.servers import create_server
+    from harness.servers.base import ModelsFailedToLoad
 
-    server = create_server(
-        pytestconfig.getoption("--triton"),
-        server_settings(pytestconfig, repository, **overrides),
-        image=pytestconfig.getoption("--triton-image"),
-        url=pytestconfig.getoption("--triton-url"),
-    )
-    return server.start()
+    while True:
+        load = overrides.get("load_models")
+        if load and load != ("*",):
+            overrides["load_models"] = tuple(m for m in load if m not in load_failures(pytestconfig))
+        server = create_server(
+            pytestconfig.getoption("--triton"),
+            server_settings(pytestconfig, repository, **overrides),
+            image=pytestconfig.getoption("--triton-image"),
+            url=pytestconfig.getoption("--triton-url"),
+        )
+        try:
+            return server.start()
+        except ModelsFailedToLoad as error:
+            known = set(load_failures(pytestconfig))
+            record_load_failures(pytestconfig, repository, error.errors)
+            if set(load_failures(pytestconfig)) == known or server.kind == "url":
+                raise
+            if load is None or load == ("*",):
+                overrides["load_models"] = tuple(list_models(repository))
 
 
 @pytest.fixture(scope="session")
@@ -355,6 +397,12 @@ def triton_server(pytestconfig: pytest.Config, repository: Path):
     # their checks are "not tested on this host" (harness.availability).
     server = start_server(pytestconfig, repository, load_models=loadable_models(repository, *server_facts(pytestconfig)))
     _describe_server(pytestconfig, server)
+    if COLLECTOR in pytestconfig.stash:  # whether its checks of the whole server are about the repository at all
+        from harness.checks import list_models
+        from harness.servers import wait
+
+        pytestconfig.stash[COLLECTOR].served = {e["name"] for e in wait.repository_index(server.endpoints.http_url)
+                                                if e.get("state") == "READY"} & set(list_models(repository))
     from harness.protocol.untrusted import warn_if_host_executes
 
     notice = warn_if_host_executes(server)

@@ -16,6 +16,9 @@ import pytest
 NOT_APPLICABLE = "not applicable: "
 NOT_TESTED_HERE = "not tested here, because "
 NOT_SERVABLE_HERE = "not tested on this host, because "
+# A repository built not to batch (harness.load.batching.repository_batches): its batching checks do not
+# concern it; the verdict says so, and only a profile that requires batching (require_batching) refuses it.
+NOT_BATCHING = NOT_APPLICABLE + "the repository does not use dynamic batching"
 
 
 def not_applicable(reason: str) -> NoReturn:

@@ -17,7 +17,6 @@ SUITE = PROJECT_ROOT / "suites" / "batching"
 FAST = ("--batching-window", "0.5", "--batching-warmup", "0.3", "--batching-max-windows", "4")
 
 BROKEN = {  # fixture repository -> (check that must fail, words its message must contain)
-    "no_dynamic_batching": ("test_batches_form", "config has no dynamic_batching"),
     "max_batch_size_1": ("test_batches_form", "max_batch_size is 1"),
     "queue_delay_zero": ("test_batches_form", "never waits for a preferred batch to fill"),
     "execute_loops": ("test_batching_gain", "does execute() loop over requests one by one?"),
@@ -74,6 +73,30 @@ def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_pat
     for point in poisson["poisson"]:  # open loop keeps up below saturation (CPU host: no GPU utilisation)
         assert point["offered_per_s"] > 0 and point["errors"] == 0 and "gpu_util_pct" not in point, point
         assert point["throughput"] >= 0.5 * point["offered_per_s"], point
+
+
+def test_repository_that_does_not_batch_is_not_applicable_unless_required(tmp_path):
+    """Issue #32 item 5: a repository with no dynamic_batching anywhere does not batch by design: its batching
+    checks are "not applicable" and the verdict says so (certified); a profile with require_batching refuses it,
+    naming the cause."""
+    from harness.report import gate
+
+    result = certify_repo(FIXTURES / "batching" / "no_dynamic_batching", tmp_path / "report", ("batching",),
+                          "-k", "batches_form or batching_gain or performance_audit or concurrency_sweep", *FAST)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert ("CERTIFIED: every required check passed; the repository does not use dynamic batching (by design)"
+            in result.stdout), result.stdout[-3000:]
+    assert ("  not applicable: the repository does not use dynamic batching: detector: config has no dynamic_batching"
+            in result.stdout), result.stdout[-3000:]
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    batching = [c for c in report["checks"] if c["suite"] == "batching"]
+    assert len(batching) == 4 and {c["verdict"] for c in batching} == {"not applicable"}, batching
+    profile = {**gate.load_profile("certified"), "require_batching": True}
+    required = gate.judge(report, profile)
+    assert not required.certified and required.exit_status == 1
+    assert required.line().splitlines()[1].startswith(
+        "  FAILED (profile: require_batching): the profile requires dynamic batching; not applicable: the repository "
+        "does not use dynamic batching: detector: config has no dynamic_batching"), required.line()
 
 
 @pytest.mark.parametrize("repo", sorted(BROKEN))

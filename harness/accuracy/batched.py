@@ -184,14 +184,14 @@ def steps(config, repository) -> list[str]:
     """The models whose statistics can show a batch: the model, or an ensemble's steps (recursively)."""
     from pathlib import Path
 
-    from harness.repository.config import read_config
+    from harness.checks.model import completed_config
 
     if not is_ensemble(config):
         return [config.name]
     found = []
     for step in config.ensemble_scheduling.step:
         step_dir = Path(repository) / step.model_name
-        found += steps(read_config(step_dir), repository) if (step_dir / "config.pbtxt").is_file() else [step.model_name]
+        found += steps(completed_config(step_dir), repository) if (step_dir / "config.pbtxt").is_file() else [step.model_name]
     return found
 
 

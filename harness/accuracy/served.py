@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.repository.config import read_config
+from harness.checks.model import completed_config
 from harness.repository.layouts import ROLE_E2E as E2E
 from harness.repository.layouts import ROLE_RAW as RAW
 from harness.repository.layouts import Layout, read_layout
@@ -22,7 +22,7 @@ def served_models(repository: Path, manifest=None) -> list[tuple[str, str]]:
     for model_dir in sorted(p for p in Path(repository).iterdir() if (p / "config.pbtxt").exists()):
         declared = manifest.role(model_dir.name) if manifest is not None else None
         kind = declared if declared in (RAW, E2E) else None if declared == "skip" else \
-            model_layout(read_config(model_dir), manifest, model_dir.name).role
+            model_layout(completed_config(model_dir), manifest, model_dir.name).role
         if kind:
             out.append((model_dir.name, kind))
     return out
@@ -56,7 +56,7 @@ def model_artifact(repository: Path, name: str) -> Path | None:
     own = _latest_onnx(model_dir)
     if own is not None:
         return own
-    config = read_config(model_dir)
+    config = completed_config(model_dir)
     for step in config.ensemble_scheduling.step:
         found = model_artifact(repository, step.model_name)
         if found is not None:
@@ -87,7 +87,7 @@ def _precision_parameter(config, repository: Path | None, seen: frozenset = froz
             step_dir = Path(repository) / step.model_name
             if step.model_name in seen or not (step_dir / "config.pbtxt").is_file():
                 continue
-            step_value = _precision_parameter(read_config(step_dir), repository, seen | {config.name})
+            step_value = _precision_parameter(completed_config(step_dir), repository, seen | {config.name})
             if step_value:
                 found.append(step_value)
     return min(found, key=order.index) if found else None
@@ -120,7 +120,7 @@ def _parameter_sets(config, repository: Path | None) -> list:
         for step in config.ensemble_scheduling.step:
             step_dir = Path(repository) / step.model_name
             if (step_dir / "config.pbtxt").is_file():
-                found.append(read_config(step_dir).parameters)
+                found.append(completed_config(step_dir).parameters)
     return found
 
 

@@ -116,11 +116,11 @@ class AccuracySession:
     def _served(self, spec: CandidateSpec):
         from harness.accuracy import served
         from harness.engines.ort import precision_of
-        from harness.repository.config import read_config
+        from harness.checks.model import completed_config
 
         repository = self.request.getfixturevalue("repository")
         client = self.request.getfixturevalue("http_client")
-        config = read_config(Path(repository) / spec.target)
+        config = completed_config(Path(repository) / spec.target)
         config.name = config.name or spec.target  # Triton names a model by its directory when the config does not
         if not client.is_model_ready(spec.target):
             from harness.availability import skip_if_unavailable

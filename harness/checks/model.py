@@ -151,3 +151,18 @@ def list_models(repository: Path) -> list[str]:
 
 def load_entry(repository: Path, model: str, *, autocomplete: bool = True) -> ModelEntry:
     return ModelEntry(Path(repository), model, autocomplete)
+
+
+def completed_config(model_dir: Path) -> ModelConfig:
+    """The config Triton will load for the model in `model_dir`: config.pbtxt completed as Triton completes
+    it (platform and backend from the model file, tensors from the ONNX graph or model.py's
+    auto_complete_config). Every decision about a model reads this, never the bare file — host needs,
+    the load list, roles, accuracy candidates, lifecycle and batching targets — so that a minimal config
+    (an Ultralytics export's `metadata` parameter alone) is judged as the model Triton serves. A config
+    that does not parse raises ConfigError; one Triton cannot complete is returned as far as it got (the
+    config suite states Triton's refusal)."""
+    model_dir = Path(model_dir)
+    entry = load_entry(model_dir.parent, model_dir.name)
+    if entry.config_error is not None:
+        raise ConfigError(entry.config_error)
+    return entry.config

@@ -15,9 +15,9 @@ from typing import Callable
 
 import requests
 
+from harness.checks.model import completed_config
 from harness.lifecycle.driver import Driver
 from harness.lifecycle.traffic import request_inputs
-from harness.repository.config import read_config
 from harness.servers import wait
 
 
@@ -49,7 +49,7 @@ class Deployment:
 
     @property
     def config(self):
-        return read_config(self.model_dir)
+        return completed_config(self.model_dir)
 
     def driver(self) -> Driver:
         return self.driver_class(self.http_url, self.repository, self.model)
@@ -59,7 +59,7 @@ class Deployment:
         from harness.repository.layouts import read_layout
 
         model = model or self.model
-        config = read_config(self.repository / model)
+        config = completed_config(self.repository / model)
         declared = self.manifest.layout(model) if self.manifest is not None else None
         return request_inputs(config, read_layout(config, declared, model))
 

@@ -33,6 +33,13 @@ def config_verdicts(config: ModelConfig) -> list[str]:
     return reasons
 
 
+def repository_batches(configs: dict[str, ModelConfig]) -> bool:
+    """Whether the repository uses dynamic batching at all: some model (not an ensemble) with a batch
+    dimension (max_batch_size > 0) and a dynamic_batching scheduler, in its completed config (the ONNX
+    Runtime backend adds both to a batchable graph whose config says neither)."""
+    return any(c.max_batch_size > 0 and c.HasField("dynamic_batching") for c in configs.values() if not is_ensemble(c))
+
+
 def is_ensemble(config: ModelConfig) -> bool:
     return config.platform == "ensemble" or config.HasField("ensemble_scheduling")
 

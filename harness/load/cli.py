@@ -109,9 +109,9 @@ class Target:
 
     def config(self, model: str):
         if self.repository is not None:
-            from harness.repository.config import read_config
+            from harness.checks.model import completed_config
 
-            return read_config(self.repository / model)
+            return completed_config(self.repository / model)
         import tritonclient.http as httpclient
 
         from harness.repository.config import from_json

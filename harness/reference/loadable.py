@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.repository.config import CONFIG_NAME, ConfigError, ModelConfig, read_config
+from harness.repository.config import CONFIG_NAME, ConfigError, ModelConfig
 
 # platform -> the backend that serves it (Triton's platform names; "ensemble" is built in).
 PLATFORM_BACKENDS = {
@@ -44,12 +44,15 @@ def _resolve(gpus) -> frozenset[int] | None:
 
 
 def _configs(repository: Path) -> dict[str, ModelConfig]:
-    """Every config that parses (one that does not is the config suite's finding, not a host fact)."""
+    """Every config that parses, as Triton completes it (a `metadata`-only config beside a model.onnx
+    needs the onnxruntime backend); one that does not parse is the config suite's finding, not a host fact."""
+    from harness.checks.model import completed_config
+
     configs = {}
     for directory in sorted(Path(repository).iterdir()):
         if (directory / CONFIG_NAME).is_file():
             try:
-                configs[directory.name] = read_config(directory)
+                configs[directory.name] = completed_config(directory)
             except ConfigError:
                 pass
     return configs

@@ -190,8 +190,9 @@ def register(subparsers) -> None:
     parser.add_argument("--report-dir", default="reports/latest", help="where report.json/html and junit.xml go")
     parser.add_argument("--profile", default="certified", help="certification profile: name in harness/report/profiles or a .toml path")
     parser.add_argument("--strict", action="store_true",
-                        help="refuse certification when a model cannot be served on this host (default: certified for "
-                             "what could be tested here, listing each such model and the way out)")
+                        help="refuse partial coverage: a model this host cannot serve makes the run PARTIAL (exit 6) even "
+                             "under a profile that accepts it (default profile: certified for what could be tested "
+                             "here, listing each such model and the way out)")
     parser.add_argument("--diagnose", action="store_true",
                         help="when an accuracy check fails, run the ablation ladder (yts diagnose) on --repo after the "
                              "suites: report.json \"diagnose\", report.html's section; the verdict stays the gate's")

@@ -33,6 +33,15 @@ HARNESS_SELF_CHECKS = (
     "suites/batching/test_batching.py::test_harness_overhead*",
     "suites/batching/test_batching.py::test_generator_fidelity*",
 )
+# Checks of the server and of the harness's launcher, never of the repository's models: Triton's own
+# metadata, the process launcher's warning. Reported apart ("(not about the repository)"), never the
+# repository's passes; so is every other check of the whole server (no model parameter) while that server
+# served no model of the repository (health and metadata of an empty server say nothing of it).
+SERVER_CHECKS = (
+    "suites/protocol/test_health.py::test_server_metadata*",
+    "suites/protocol/test_untrusted.py::test_process_mode_warns_model_code_runs_on_host*",
+)
+NOT_ABOUT_REPOSITORY = "(not about the repository)"
 EMPTY_PARAMETERS = "got empty parameter set"  # pytest's words for a parametrize with nothing to run on
 # severity order of a suite's verdicts for one model: the worst shows in its row
 SEVERITY = ("error", "failed", "interrupted", "not tested", "passed", "not applicable")
@@ -62,6 +71,9 @@ class ReportCollector:
         self.not_servable: dict[str, str] = {}  # model -> why this host cannot serve it, and the way out
         self.self_checks = HARNESS_SELF_CHECKS
         self.declared_skip: list[str] = []
+        self.repository_models: list[str] = []  # every model of the repository under test (coverage's B)
+        self.uses_server: set[str] = set()  # checks of the whole server (the plugin's triton_server, no model)
+        self.served: set[str] | None = None  # models of the repository that server served (None: not started)
 
     def add_environment(self, **values) -> None:
         self.environment.update({k: v for k, v in values.items() if v is not None})
@@ -80,6 +92,9 @@ class ReportCollector:
                 entry["model"] = self.models[report.nodeid]
             if any(fnmatch.fnmatch(report.nodeid, p) for p in self.self_checks):
                 entry["harness_self_check"] = True
+            elif any(fnmatch.fnmatch(report.nodeid, p) for p in SERVER_CHECKS) or (
+                    report.nodeid in self.uses_server and self.served is not None and not self.served):
+                entry["not_about_repository"] = True
         entry["duration_s"] += report.duration
         entry["values"].update({k: _plain(v) for k, v in report.user_properties})
         if report.skipped:
@@ -104,6 +119,9 @@ class ReportCollector:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
         self.models = _models_of(session)
+        self.repository_models = _repository_models(session)
+        self.uses_server = {item.nodeid for item in session.items
+                            if "triton_server" in item.fixturenames and item.nodeid not in self.models}
         self.declared_skip = _declared_skip(session)
         if session.config.getoption("letterbox_impl", default=OWN_LETTERBOX) != OWN_LETTERBOX:
             # the local letterbox checks judge the user's implementation: theirs, not a self-check
@@ -161,6 +179,7 @@ class ReportCollector:
                 "artifacts": dict(self.artifacts),
                 "not_servable_here": dict(self.not_servable),
                 "declared_skip": list(self.declared_skip),
+                "repository_models": list(self.repository_models),
                 "models": by_model(self.checks.values()),
                 "checks": [dict(c) for c in list(self.checks.values())],
             }
@@ -193,6 +212,19 @@ def _models_of(session: pytest.Session) -> dict[str, str]:
     return {item.nodeid: model for item in suites if (model := model_of(item, models)) is not None}
 
 
+def _repository_models(session: pytest.Session) -> list[str]:
+    """Every model of the repository under test (Triton's: each subdirectory): what coverage counts."""
+    if not any(_suite(item.nodeid) != "other" for item in session.items):
+        return []
+    from harness.checks import list_models
+    from harness.plugin import source_repository
+
+    try:
+        return list_models(source_repository(session.config))
+    except Exception:  # no repository under test (the suites say why)
+        return []
+
+
 def _declared_skip(session: pytest.Session) -> list[str]:
     """Models the manifest (or --model NAME=skip) leaves out: excluded from the verdict, never blocking."""
     if not any(_suite(item.nodeid) != "other" for item in session.items):
@@ -208,10 +240,11 @@ def _declared_skip(session: pytest.Session) -> list[str]:
 
 def by_model(checks) -> dict[str, dict[str, dict[str, int]]]:
     """Model -> suite -> verdict -> count: one row per model ("(repository)" for checks of the whole
-    server, "(harness self-checks)" apart), in the severity order."""
+    server, "(harness self-checks)" and "(not about the repository)" apart), in the severity order."""
     rows: dict[str, dict[str, dict[str, int]]] = {}
     for check in checks:
-        row = "(harness self-checks)" if check.get("harness_self_check") else check.get("model", "(repository)")
+        row = "(harness self-checks)" if check.get("harness_self_check") else \
+            NOT_ABOUT_REPOSITORY if check.get("not_about_repository") else check.get("model", "(repository)")
         cell = rows.setdefault(row, {}).setdefault(check["suite"], {})
         cell[check["verdict"]] = cell.get(check["verdict"], 0) + 1
     return {row: {suite: dict(sorted(cell.items(), key=lambda kv: SEVERITY.index(kv[0]) if kv[0] in SEVERITY else 0))

@@ -1,6 +1,11 @@
 """Certification is judged from report.json alone, so any past run can be judged again under
-another profile: required checks (patterns in a profile file) must pass, and the run must have finished
-(an interrupted run's report is INCOMPLETE, never certified, and says what ran)."""
+another profile: required checks (patterns in a profile file) must pass, the run must have finished
+(an interrupted run's report is INCOMPLETE, never certified, and says what ran), and coverage decides:
+every model of the repository not declared `skip` must have been tested. A run that could not test some
+(this host cannot serve them: a GPU, a backend, a module its Python lacks) is PARTIAL — "tested A of B
+models; not tested: MODEL (needs ...; the way out)" — with its own exit status (EXIT_PARTIAL), unless the
+profile accepts partial coverage (`accept_partial`, refused by --strict); a run that tested no model of the
+repository is never certified."""
 
 from __future__ import annotations
 
@@ -11,7 +16,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.verdicts import NOT_BATCHING
+
 PROFILES = Path(__file__).parent / "profiles"
+EXIT_PARTIAL = 6  # `yts certify`'s status for PARTIAL (pytest's own statuses are 0-5)
 
 
 @dataclass
@@ -32,6 +40,25 @@ class Verdict:
     strict: bool = False
     models: dict = field(default_factory=dict)  # report.json "models": model -> suite -> verdict -> count
     declared_skip: list[str] = field(default_factory=list)  # models the manifest leaves out: not judged
+    # coverage: the repository's models not declared skip, and those not tested (model -> reason, way out)
+    repository_models: list[str] = field(default_factory=list)
+    partial: bool = False  # some model not tested and the profile does not accept it: PARTIAL
+    # required checks that do not concern the repository by its design (it does not batch): said, not judged
+    by_design: list[dict] = field(default_factory=list)
+    accept_partial: bool = False
+
+    @property
+    def not_tested_models(self) -> dict[str, str]:
+        return {m: r for m, r in self.not_servable.items() if m in self.repository_models or not self.repository_models}
+
+    @property
+    def coverage(self) -> str:
+        tested = len(self.repository_models) - len(self.not_tested_models)
+        return f"tested {tested} of {len(self.repository_models)} models"
+
+    @property
+    def exit_status(self) -> int:
+        return 0 if self.certified else EXIT_PARTIAL if self.partial else 1
 
     def line(self) -> str:
         """The verdict a person acts on: a headline, then one line per failing check with its whole
@@ -44,6 +71,7 @@ class Verdict:
                   for model, reason in self.not_servable.items() if not any(reason in c["message"] for c in self.host_limited)]
         lines += [f"  {reason} (harness's optional tool; does not block: {_ids(checks)})"
                   for reason, checks in _grouped(self.not_tested_here).items()]
+        lines += [f"  {reason} (by design; does not block: {_ids(checks)})" for reason, checks in _grouped(self.by_design).items()]
         if self.declared_skip:
             lines.append(f"  excluded, declared skip: {', '.join(self.declared_skip)}")
         return "\n".join(lines)
@@ -52,20 +80,30 @@ class Verdict:
         if self.incomplete:
             what_ran = ", ".join(f"{n} {verdict}" for verdict, n in self.ran.items()) or "nothing"
             return f"INCOMPLETE: {self.incomplete}; not certified. What ran: {what_ran}"
-        if self.certified and (self.not_servable or self.host_limited):
-            return "CERTIFIED for what could be tested here; not tested: " + "; ".join(self._not_servable_names())
+        not_tested = "; not tested: " + "; ".join(self._not_servable_names())
+        if self.partial:
+            return f"PARTIAL: {self.coverage}{not_tested}" + (" (--strict)" if self.strict and self.accept_partial else "")
+        if self.certified and self.not_tested_models:
+            return f"CERTIFIED for what could be tested here (PARTIAL, accepted by the profile): {self.coverage}{not_tested}"
+        if self.certified and self.host_limited:
+            return "CERTIFIED for what could be tested here" + not_tested
+        if self.certified and self.by_design:
+            return "CERTIFIED: every required check passed; the repository does not use dynamic batching (by design)"
         if self.certified:
             return "CERTIFIED: every required check passed"
         causes = [f"{len(self.failing)} required check(s) failed"] if self.failing else []
         if self.untested:
             causes.append(f"{len(self.untested)} required check(s) not tested")
-        if self.strict and (self.not_servable or self.host_limited):
+        if self.repository_models and len(self.not_tested_models) == len(self.repository_models):
+            causes.append(f"no model of the repository was tested ({self.coverage}){not_tested}")
+        elif self.strict and (self.not_servable or self.host_limited):
             causes.append("strict: not tested on this host: " + "; ".join(self._not_servable_names()))
         return "NOT CERTIFIED: " + ", ".join(causes or ["nothing required passed"])
 
     def _not_servable_names(self) -> list[str]:
         """Each model this host cannot serve, with what it needs; each other check this host cannot run."""
-        names = [f"{model} (needs {reason.split(' needs ', 1)[-1].split(';')[0]})" for model, reason in self.not_servable.items()]
+        names = [f"{model} ({reason.removeprefix(model).removeprefix(chr(39) + 's').strip()})"
+                 for model, reason in self.not_servable.items()]
         names += [c["id"].split("/")[-1] for c in self.host_limited
                   if c.get("model") not in self.not_servable and not any(m in c["message"] for m in self.not_servable)]
         return names
@@ -108,29 +146,44 @@ def _matches(check_id: str, patterns: list[str]) -> bool:
 
 
 def judge(report: dict | Path, profile: dict, strict: bool | None = None) -> Verdict:
-    """`strict` (default: the profile's `strict`): a model this host cannot serve denies certification
-    instead of being listed as not tested here. Harness self-checks (report.json "harness_self_check")
-    are about the harness, never required of the repository."""
+    """`strict` (default: the profile's `strict`): partial coverage is PARTIAL even under a profile that
+    accepts it (`accept_partial`), and a check this host cannot run denies certification. Harness
+    self-checks and checks that exercised no model of the repository (report.json "harness_self_check",
+    "not_about_repository") are never required of the repository; a required check not applicable by the
+    repository's design (it does not batch) is said, and fails only a profile with `require_batching`."""
     if not isinstance(report, dict):
         report = json.loads(Path(report).read_text())
     strict = profile.get("strict", False) if strict is None else strict
     skipped = set(report.get("declared_skip", []))
     required = [c for c in report["checks"] if _matches(c["id"], profile.get("required", []))
-                and not c.get("harness_self_check") and c.get("model") not in skipped]
+                and not c.get("harness_self_check") and not c.get("not_about_repository") and c.get("model") not in skipped]
     failing = [c for c in required if c["verdict"] in ("failed", "error")]
+    by_design = [c for c in required if c["verdict"] == "not applicable" and c["message"].startswith(NOT_BATCHING)]
+    if by_design and profile.get("require_batching"):
+        failing.append({"id": "(profile: require_batching)", "verdict": "failed", "message":
+                        f"the profile requires dynamic batching; {by_design[0]['message']} ({_ids(by_design)})"})
+        by_design = []
     not_tested = [c for c in required if c["verdict"] == "not tested"]
     here = [c for c in not_tested if c.get("blocks_certification", True) is False]
     host_limited = [c for c in not_tested if c.get("host_limited")]
     untested = [c for c in not_tested if c not in here and c not in host_limited
                 and not _matches(c["id"], profile.get("allowed_not_tested", []))]
-    not_servable = dict(report.get("not_servable_here", {}))
-    certified = bool(required) and not failing and not untested and not (strict and (host_limited or not_servable))
+    not_servable = {m: r for m, r in report.get("not_servable_here", {}).items() if m not in skipped}
+    models = [m for m in report.get("repository_models", []) if m not in skipped]
+    accept_partial = bool(profile.get("accept_partial", False))
+    untested_models = [m for m in not_servable if m in models or not models]
+    nothing_tested = bool(models) and len(untested_models) == len(models)
+    passing = bool(required) and not failing and not untested and not nothing_tested
+    partial = passing and bool(untested_models) and (strict or not accept_partial)
+    certified = passing and not partial and not (strict and host_limited)
     if not required:
         failing = [{"id": "(profile)", "verdict": "failed", "message": "no required check ran at all"}]
     incomplete = _incomplete(report)
     ran = dict(Counter(c["verdict"] for c in report["checks"]).most_common())
     return Verdict(certified and incomplete is None, failing, untested, here, incomplete, ran,
-                   not_servable, host_limited, strict, report.get("models", {}), sorted(skipped))
+                   not_servable, host_limited, strict, report.get("models", {}), sorted(skipped),
+                   repository_models=models, partial=partial and incomplete is None, by_design=by_design,
+                   accept_partial=accept_partial)
 
 
 def _incomplete(report: dict) -> str | None:

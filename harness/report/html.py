@@ -164,7 +164,7 @@ def render(report_dir: Path, verdict_line: str) -> Path:
     checks = report["checks"]
     out = ["<!doctype html><html><head><meta charset='utf-8'><title>yolo-triton-suite report</title>",
            f"<style>{STYLE}</style></head><body><h1>yolo-triton-suite report</h1>"]
-    colour = "#176f2c" if verdict_line.startswith("CERTIFIED") else "#b00020"
+    colour = "#176f2c" if verdict_line.startswith("CERTIFIED") else "#8a5a00" if verdict_line.startswith("PARTIAL") else "#b00020"
     out.append(f"<pre class='verdict' id='verdict' style='border-color:{colour};color:{colour}'>{html.escape(verdict_line)}</pre>")
     if report.get("complete") is False:
         of = f"{report.get('ran')} of {report.get('collected')}" if report.get("collected") is not None else str(report.get("ran"))

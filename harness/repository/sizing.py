@@ -280,14 +280,16 @@ class Sizer:
 
 
 def read_configs(repository: Path) -> dict:
-    """Every model config of a repository folder, by name (one that does not parse is left out)."""
-    from harness.repository.config import CONFIG_NAME, ConfigError, read_config
+    """Every model config of a repository folder as Triton completes it (harness.checks.model.completed_config),
+    by name (one that does not parse is left out)."""
+    from harness.checks.model import completed_config
+    from harness.repository.config import CONFIG_NAME, ConfigError
 
     configs = {}
     for folder in sorted(Path(repository).iterdir()) if Path(repository).is_dir() else []:
         if (folder / CONFIG_NAME).is_file():
             try:
-                config = read_config(folder)
+                config = completed_config(folder)
             except (ConfigError, OSError):
                 continue
             configs[config.name or folder.name] = config

@@ -14,6 +14,15 @@ class ServerStartError(RuntimeError):
     """The server did not become ready; the message carries Triton's load errors and its log tail."""
 
 
+class ModelsFailedToLoad(ServerStartError):
+    """The server is live but not ready: models of its load list failed to load. `errors`: model name ->
+    Triton's reason from the repository index (so the caller can start again without them)."""
+
+    def __init__(self, message: str, errors: dict[str, str]):
+        super().__init__(message)
+        self.errors = errors
+
+
 class PortTaken(ServerStartError):
     """Triton exited because a port chosen for it was taken in the meantime (another server, or a client
     connection's ephemeral port): a fresh launch on other ports is the remedy."""

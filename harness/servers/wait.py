@@ -97,7 +97,11 @@ class ServerReady(_Wait):
             raise _failure(server, f"Triton did not become live within {self.timeout:.0f} s.")
         if requests.get(f"{url}/v2/health/ready", timeout=5).status_code == 200:
             return
-        raise _failure(server, "Triton is live but not ready: a model failed to load.", load_errors(url))
+        from harness.servers.base import ModelsFailedToLoad
+
+        errors = load_errors(url)
+        failure = _failure(server, "Triton is live but not ready: a model failed to load.", errors)
+        raise ModelsFailedToLoad(str(failure), {label.split(" ")[0]: reason for label, reason in errors.items()})
 
 
 class ModelReady(_Wait):

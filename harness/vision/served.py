@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.repository.config import CONFIG_NAME, read_config
+from harness.checks.model import completed_config
+from harness.repository.config import CONFIG_NAME
 from harness.repository.layouts import BASE64, ENCODED, PIXELS, ROLE_E2E, TENSOR, Layout, read_layout
 
 DEFAULT_STRIDE = 32  # YOLOv8's largest detection stride (P5)
@@ -94,7 +95,7 @@ def end_to_end_models(repository: Path, manifest=None) -> list[EndToEndModel]:
     """Every end-to-end detector in `repository`, by name; `manifest` adds what its owner declared."""
     configs = {}
     for model_dir in sorted(p for p in Path(repository).iterdir() if (p / CONFIG_NAME).is_file()):
-        config = read_config(model_dir)
+        config = completed_config(model_dir)
         if not config.name:
             config.name = model_dir.name
         configs[config.name] = config

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.accuracy import batched
-from harness.repository.config import read_config
+from harness.checks.model import completed_config
 from harness.repository.layouts import BASE64, ENCODED
 from harness.verdicts import not_applicable
 
@@ -23,7 +23,7 @@ def test_batched_answers_are_each_requests_own(candidate_spec, accuracy_runs, re
         not_applicable(f"{candidate_spec.name}: not a served model")
     cand = accuracy_runs.build(candidate_spec)
     repository = Path(request.getfixturevalue("repository"))
-    config = read_config(repository / candidate_spec.target)
+    config = completed_config(repository / candidate_spec.target)
     config.name = config.name or candidate_spec.target
     images = accuracy_runs.eval_set.images[:: max(1, len(accuracy_runs.eval_set.images) // batched.IMAGES)][: batched.IMAGES]
     encoded = [image.lossless() for image in images]

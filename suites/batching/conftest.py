@@ -11,17 +11,20 @@ from pathlib import Path
 import pytest
 
 from harness.load import ClientSpec, LoadResult, LoadSettings, payload_from_config, run_load
-from harness.load.batching import (TWIN_SUFFIX, config_verdicts, is_ensemble, load_concurrency, sweep_point,
-                                   write_unbatched_twin)
+from harness.load.batching import (TWIN_SUFFIX, config_verdicts, is_ensemble, load_concurrency, repository_batches,
+                                   sweep_point, write_unbatched_twin)
 from harness.load.null_model import NAME as NULL_MODEL, write_null_model
 from harness.load.payload import Payload
 from harness.load.results import load_result, read_raw, write_raw
 from harness.load.server_stats import StatisticsProbe
+from harness.checks.model import completed_config
 from harness.plugin import stop_at_suite_end
 
 SHM_MIN_BYTES = 1 << 20  # below this the wire's copy costs little next to an inference
 MAX_PROCESSES = max(1, min(8, (os.cpu_count() or 2) // 2))  # load processes a sweep may grow to
 from harness.repository.config import CONFIG_NAME, read_config
+from harness.repository.sizing import read_configs
+from harness.verdicts import NOT_BATCHING
 
 HERE = Path(__file__).parent
 
@@ -48,7 +51,7 @@ def batching_targets(config: pytest.Config) -> tuple[list[str], dict[str, str]]:
     if config.getoption("--batching-models"):
         return [m.strip() for m in config.getoption("--batching-models").split(",") if m.strip()], {}
     source = _source(config)
-    configs = {p.name: read_config(p) for p in sorted(source.iterdir()) if (p / CONFIG_NAME).is_file()}
+    configs = {p.name: completed_config(p) for p in sorted(source.iterdir()) if (p / CONFIG_NAME).is_file()}
     steps = {step.model_name: name for name, c in configs.items() if is_ensemble(c)
              for step in c.ensemble_scheduling.step}
     from harness.plugin import manifest_for
@@ -77,7 +80,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize("model", ["all"])
             return
         models, reasons = batching_targets(metafunc.config)
-        if not models:  # one test saying why, not pytest's empty-parameter-set skip
+        from harness.plugin import manifest_for
+
+        configs = {name: c for name, c in read_configs(_source(metafunc.config)).items()
+                   if not manifest_for(metafunc.config).skipped(name)}
+        if configs and not metafunc.config.getoption("--batching-models") and not repository_batches(configs):
+            why = "; ".join(reason for c in configs.values() if not is_ensemble(c) for reason in config_verdicts(c))
+            models = [pytest.param(None, id="none", marks=pytest.mark.skip(reason=f"{NOT_BATCHING}: {why}"))]
+        elif not models:  # one test saying why, not pytest's empty-parameter-set skip
             why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items()) or "it has no models"
             models = [pytest.param(None, id="none", marks=pytest.mark.skip(
                 reason=f"not tested, because no model of the repository can be driven: {why}"))]
@@ -98,9 +108,9 @@ class BatchingBench:
         for model in batching_targets(pytestconfig)[0]:
             if not (self.repository / model / CONFIG_NAME).is_file():
                 raise pytest.UsageError(f"--batching-models: {model} is not a model in {source}")
-            self.configs[model] = read_config(self.repository / model)
+            self.configs[model] = completed_config(self.repository / model)
             if not config_verdicts(self.configs[model]):
-                self.configs[model + TWIN_SUFFIX] = read_config(self.repository / write_unbatched_twin(self.repository, model))
+                self.configs[model + TWIN_SUFFIX] = completed_config(self.repository / write_unbatched_twin(self.repository, model))
         write_null_model(self.repository)
         self.configs[NULL_MODEL] = read_config(self.repository / NULL_MODEL)
         report = self.option("--report-dir")
@@ -150,7 +160,7 @@ class BatchingBench:
         request byte bound (harness.repository.sizing)."""
         if self._sizer is None:
             from harness.plugin import manifest_for
-            from harness.repository.sizing import Sizer, read_configs
+            from harness.repository.sizing import Sizer
 
             self._sizer = Sizer({**read_configs(self.repository), **self.configs}, self.repository,
                                 manifest_for(self.pytestconfig).imgsz)
@@ -190,7 +200,10 @@ class BatchingBench:
                 try:
                     client.load_model(model)
                 except InferenceServerException as error:
-                    pytest.skip(f"{model} does not load on this server: {error}")
+                    from harness.availability import record_load_failures, skip_if_load_failed
+
+                    record_load_failures(self.pytestconfig, self.repository, {model: str(error)})
+                    skip_if_load_failed(self.pytestconfig, model)
             if not client.is_model_ready(model):
                 index = {m["name"]: m for m in client.get_model_repository_index()}
                 pytest.skip(f"{model} is not loaded on this server: {index.get(model, {}).get('reason', 'not ready')}")

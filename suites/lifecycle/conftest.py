@@ -61,7 +61,7 @@ def lifecycle_settings(pytestconfig) -> Settings:
 
 @pytest.fixture(scope="session")
 def deployment(pytestconfig, repository_source, manifest):
-    from harness.availability import skip_if_only_the_host_blocks
+    from harness.availability import load_failures, skip_if_load_failed, skip_if_only_the_host_blocks
     from harness.lifecycle.deployment import Deployment
     from harness.lifecycle.driver import load_driver
     from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles
@@ -77,21 +77,30 @@ def deployment(pytestconfig, repository_source, manifest):
         raise pytest.UsageError(f"--lifecycle-driver: {error}") from error
     scratch = scratch_copy(repository_source)
     backends = server_backends(pytestconfig.getoption("--triton"), pytestconfig.getoption("--triton-image"))
-    unloadable = unloadable_models(scratch, backends) if backends is not None else {}
-    try:
-        model = choose_model(scratch, pytestconfig.getoption("--lifecycle-model"), manifest, unloadable)
-    except NoTarget as error:
-        skip_if_only_the_host_blocks(pytestconfig, lambda: choose_model(scratch, None, manifest, {}))
-        pytest.skip(str(error))
-    # The whole repository this host can load: a reload also reloads the ensembles built on the model,
-    # and their traffic runs alongside (a pinned step version the policy retires is caught there).
-    configs = read_configs(scratch)
-    dependents = tuple(e for e in dependent_ensembles(configs, model) if e not in unloadable and not manifest.skipped(e))
     load = loadable_models(scratch, backends)
-    deployment = Deployment(
-        lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=load,
-                             extra_args=("--exit-timeout-secs=5",)),  # restarts: don't wait 30 s
-        scratch, model, driver_class, dependents, manifest)
+    for attempt in range(2):  # a model that fails to load at the first start is recorded once: choose again
+        unloadable = unloadable_models(scratch, backends) if backends is not None else {}
+        unloadable.update({m: f"failed to load: {why}" for m, (why, _) in load_failures(pytestconfig).items()})
+        try:
+            model = choose_model(scratch, pytestconfig.getoption("--lifecycle-model"), manifest, unloadable)
+        except NoTarget as error:
+            skip_if_only_the_host_blocks(pytestconfig, lambda: choose_model(scratch, None, manifest, {}))
+            pytest.skip(str(error))
+        # The whole repository this host can load: a reload also reloads the ensembles built on the model,
+        # and their traffic runs alongside (a pinned step version the policy retires is caught there).
+        configs = read_configs(scratch)
+        dependents = tuple(e for e in dependent_ensembles(configs, model) if e not in unloadable and not manifest.skipped(e))
+        deployment = Deployment(
+            lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=load,
+                                 extra_args=("--exit-timeout-secs=5",)),  # restarts: don't wait 30 s
+            scratch, model, driver_class, dependents, manifest)
+        if model not in load_failures(pytestconfig) and not set(dependents) & set(load_failures(pytestconfig)):
+            break
+        deployment.stop()
+        if attempt:
+            skip_if_load_failed(pytestconfig, model)
+            pytest.skip(f"not tested, because ensembles using {model} failed to load: "
+                        f"{sorted(set(dependents) & set(load_failures(pytestconfig)))}")
     say(pytestconfig, f"\n[yts lifecycle] model {model!r} with {driver_class.__name__}"
         f"{f', ensembles using it driven too: {list(dependents)}' if dependents else ''}; {deployment.server.describe()}")
     stop_at_suite_end(pytestconfig, "lifecycle", deployment.stop)
