@@ -27,7 +27,7 @@ from harness.load.batching import is_ensemble, load_concurrency
 IMAGES = 16  # enough for per-request identity; each image is sent 3-4 times
 BAD_EVERY = 4  # in the mixed round, every 4th request is a bad one
 CORRUPT = b"\xff\xd8\xff\xe0 not a JPEG: truncated upload"
-TWIN_BASES = 2  # images (those with the most boxes alone) sent with their twins
+TWIN_BASES = 1  # images (those with the most boxes alone) sent with their twins: 11 more inferences each
 SUPPRESSED = "boxes of one image suppressed by another image's in the same batch"
 
 
@@ -263,17 +263,16 @@ def steps(config, repository) -> list[str]:
     return found
 
 
-def twins(encoded: list[bytes], files: list[str], sequential: list[np.ndarray],
-          build: Callable[[list[bytes]], list[Item]]) -> tuple[list[Item], list[str], list[list[int]]]:
-    """The TWIN_BASES images with the most boxes alone, each with its twin_frames: the twins' items and names,
+def twins(encoded: list[bytes], files: list[str], sequential: list[np.ndarray], build: Callable[[list[bytes]], list[Item]],
+          bases: int) -> tuple[list[Item], list[str], list[list[int]]]:
+    """The `bases` images with the most boxes alone, each with its twin_frames: the twins' items and names,
     and one group per base (its index, then its twins', numbered after the len(encoded) images)."""
     from harness.dataset.single import encode
     from harness.vision.image import decode_image_bytes
 
     counts = [len(valid_rows(rows)) for rows in sequential]
-    bases = [i for i in sorted(range(len(encoded)), key=lambda i: -counts[i])[:TWIN_BASES] if counts[i]]
     blobs, names, groups = [], [], []
-    for base in bases:
+    for base in [i for i in sorted(range(len(encoded)), key=lambda i: -counts[i])[:bases] if counts[i]]:
         frames = twin_frames(decode_image_bytes(encoded[base]))
         groups.append([base] + [len(encoded) + len(blobs) + k for k in range(len(frames))])
         blobs += [encode(pixels, "png") for _, pixels in frames]
@@ -290,16 +289,17 @@ def _by_image(requests: list[list[int]], answers: list) -> dict[int, np.ndarray 
 
 
 def check(sender: Sender, config, repository, encoded: list[bytes], files: list[str], build: Callable[[list[bytes]], list[Item]],
-          thresholds: dict, conf: float, encoded_input: bool) -> Outcome:
+          thresholds: dict, conf: float, encoded_input: bool, twin_bases: int) -> Outcome:
     """Sequential answers, then concurrent single-image requests, multi-image requests (max_batch_size > 1),
-    the twin rounds and a mixed round with bad requests, judged image by image against each image's own
-    answer alone (`build` makes requests' items from encoded images; `conf` is the model's confidence
-    threshold); the batches realised, from the statistics API."""
+    the twin rounds (for `twin_bases` images: 0 where the client runs the NMS, as for a raw detector) and a
+    mixed round with bad requests, judged image by image against each image's own answer alone (`build`
+    makes requests' items from encoded images; `conf` is the model's confidence threshold); the batches
+    realised, from the statistics API."""
     name = config.name
     outcome = Outcome()
     items = build(encoded)
     sequential = [sender.one(item) for item in items]
-    twin_list, twin_names, groups = twins(encoded, files, sequential, build)
+    twin_list, twin_names, groups = twins(encoded, files, sequential, build, twin_bases)
     sequential += [sender.one(item) for item in twin_list]
     every, names = items + twin_list, files + twin_names
 
@@ -317,11 +317,11 @@ def check(sender: Sender, config, repository, encoded: list[bytes], files: list[
         judge(f"in {size}-image requests", _by_image(chunks, sender.concurrent([[items[i] for i in c] for c in chunks])))
     if groups and config.max_batch_size > 1:
         chunks = [group[k:k + size] for group in groups for k in range(0, len(group), size)]
-        outcome.rounds.append(f"{len(chunks)} requests of an image with its twins")
+        outcome.rounds.append(f"{len(chunks)} request(s) of an image with its twins")
         judge("with its twins in one request", _by_image(chunks, sender.concurrent([[every[i] for i in c] for c in chunks])))
     if groups:
         alone = [[i] for group in groups for i in group]
-        outcome.rounds.append(f"{len(alone)} concurrent requests of {len(groups)} images and their twins")
+        outcome.rounds.append(f"{len(alone)} concurrent requests of an image and its twins")
         judge("with its twins as concurrent requests", _by_image(alone, sender.concurrent([[every[i] for i in r] for r in alone])))
     mixed = [[bad_item(item, encoded_input)] if k % BAD_EVERY == BAD_EVERY - 1 else [item] for k, item in enumerate(items)]
     answers = sender.concurrent(mixed)
