@@ -112,6 +112,7 @@ def test_boxes_lost_to_another_image_of_the_batch_are_told_from_plain_misses():
     assert batched.suppressed_by(1, answers, sequential, fp32, conf) == ([0], 2, 2)
     assert batched.suppressed_by(1, {**answers, 0: frame[:1]}, sequential, fp32, conf) is None  # the second lost box: nothing over it
     assert batched.suppressed_by(1, {**answers, 1: sequential[2]}, sequential, fp32, conf) is None  # gained a box: not suppression
+    assert batched.suppressed_by(1, {1: frame[:0]}, sequential, fp32, conf, beside=((0, frame),)) == ([0], 2, 2)  # in flight beside it
     problems = batched.judge_round("m", "with its twins in one request", answers, sequential, ["a.png", "a.png (again)", "b.png"],
                                    fp32, conf)
     assert problems == ["m with its twins in one request: 1 of 3 images lost boxes that they have when sent alone — "

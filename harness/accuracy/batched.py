@@ -183,18 +183,20 @@ def differs(sequential: np.ndarray, batched: np.ndarray, thresholds: dict, conf:
     return report.failures(thresholds)
 
 
-def suppressed_by(index: int, answers: dict, sequential: list[np.ndarray], thresholds: dict, conf: float) -> tuple[list[int], int, int] | None:
+def suppressed_by(index: int, answers: dict, sequential: list[np.ndarray], thresholds: dict, conf: float,
+                  beside: tuple = ()) -> tuple[list[int], int, int] | None:
     """When image `index` only lost boxes and each lost box lies under a box of the same class, scoring at
-    least as high, kept in the answer of another image of the round (NMS across images keeps the best box of
-    the batch and drops the rest): those images, the boxes lost and the boxes it has alone."""
+    least as high, kept in the answer of another image of the round or of the (index, rows) `beside` it in
+    flight (NMS across images keeps the best box of the batch and drops the rest): those images, the boxes
+    lost and the boxes it has alone."""
     ref, cand = judged(sequential[index], answers[index], thresholds, conf)
     result = match_detections(ref, cand, thresholds["match_iou"])
     if not len(result.missed) or len(result.extra):
         return None
     lost = ref[result.missed]
     covered, by = np.zeros(len(lost), dtype=bool), []
-    for other, rows in answers.items():
-        kept = valid_rows(rows) if other != index and not isinstance(rows, Exception) else np.zeros((0, 6))
+    for other, rows in [*((k, r) for k, r in answers.items() if k != index), *beside]:
+        kept = np.zeros((0, 6)) if isinstance(rows, Exception) else valid_rows(rows)
         if not len(kept):
             continue
         under = ((iou_matrix(lost[:, :4], kept[:, :4]) >= thresholds["match_iou"]) & (lost[:, 5, None] == kept[None, :, 5])
@@ -214,10 +216,10 @@ def _whose(rows: np.ndarray, sequential: list[np.ndarray], own: int, thresholds:
 
 
 def judge_round(name: str, label: str, answers: dict[int, np.ndarray | Exception], sequential: list[np.ndarray],
-                files: list[str], thresholds: dict, conf: float) -> list[str]:
+                files: list[str], thresholds: dict, conf: float, beside: tuple = ()) -> list[str]:
     """Problems of one round, one line per kind (up to 3 examples each): good images that errored, that lost
-    boxes to another image of the round (suppressed_by), that got another request's answer, or whose rows
-    moved beyond the gates from their own sequential answer."""
+    boxes to another image of the round or `beside` it (suppressed_by), that got another request's answer, or
+    whose rows moved beyond the gates from their own sequential answer."""
     errored, suppressed, swapped, moved = [], [], [], []
     for index, rows in answers.items():
         if isinstance(rows, Exception):
@@ -226,7 +228,7 @@ def judge_round(name: str, label: str, answers: dict[int, np.ndarray | Exception
         failures = differs(sequential[index], rows, thresholds, conf)
         if not failures:
             continue
-        lost = suppressed_by(index, answers, sequential, thresholds, conf)
+        lost = suppressed_by(index, answers, sequential, thresholds, conf, beside)
         other = _whose(rows, sequential, index, thresholds, conf) if lost is None else None
         if lost is not None:
             by, gone, had = lost
@@ -303,8 +305,8 @@ def check(sender: Sender, config, repository, encoded: list[bytes], files: list[
     sequential += [sender.one(item) for item in twin_list]
     every, names = items + twin_list, files + twin_names
 
-    def judge(label: str, answers: dict) -> None:
-        outcome.problems.extend(judge_round(name, label, answers, sequential, names, thresholds, conf))
+    def judge(label: str, answers: dict, beside: tuple = ()) -> None:
+        outcome.problems.extend(judge_round(name, label, answers, sequential, names, thresholds, conf, beside))
 
     start = sender.statistics()
     singles = sender.concurrent([[item] for item in items])
@@ -315,14 +317,17 @@ def check(sender: Sender, config, repository, encoded: list[bytes], files: list[
         chunks = [list(range(k, min(k + size, len(items)))) for k in range(0, len(items), size)]
         outcome.rounds.append(f"{len(chunks)} requests of {size} images")
         judge(f"in {size}-image requests", _by_image(chunks, sender.concurrent([[items[i] for i in c] for c in chunks])))
-    if groups and config.max_batch_size > 1:
-        chunks = [group[k:k + size] for group in groups for k in range(0, len(group), size)]
-        outcome.rounds.append(f"{len(chunks)} request(s) of an image with its twins")
-        judge("with its twins in one request", _by_image(chunks, sender.concurrent([[every[i] for i in c] for c in chunks])))
     if groups:
+        # the multi-image requests go first: while an instance runs them, the single-image ones queue and batch together
+        together = [group[k:k + size] for group in groups for k in range(0, len(group), size)] if config.max_batch_size > 1 else []
         alone = [[i] for group in groups for i in group]
-        outcome.rounds.append(f"{len(alone)} concurrent requests of an image and its twins")
-        judge("with its twins as concurrent requests", _by_image(alone, sender.concurrent([[every[i] for i in r] for r in alone])))
+        replies = sender.concurrent([[every[i] for i in request] for request in together + alone])
+        in_one, apart = _by_image(together, replies[:len(together)]), _by_image(alone, replies[len(together):])
+        if together:
+            outcome.rounds.append(f"{len(together)} request(s) of an image with its twins")
+            judge("with its twins in one request", in_one, tuple(apart.items()))
+        outcome.rounds.append(f"{len(alone)} concurrent requests of an image and its twins" + (" behind them" if together else ""))
+        judge("with its twins as concurrent requests", apart, tuple(in_one.items()))
     mixed = [[bad_item(item, encoded_input)] if k % BAD_EVERY == BAD_EVERY - 1 else [item] for k, item in enumerate(items)]
     answers = sender.concurrent(mixed)
     bad = [k for k in range(len(items)) if k % BAD_EVERY == BAD_EVERY - 1]
