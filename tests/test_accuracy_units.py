@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.accuracy import boxes, coverage, gates, slices, tensors
+from harness.accuracy import batched, boxes, coverage, gates, slices, tensors
 from harness.accuracy.evalset import EvalSet
 from harness.accuracy.profile import load_profile
 from harness.engines.artifacts import EVAL_SET
@@ -83,6 +83,41 @@ def _gt():
 def _det(image_id, rows):
     rows = np.asarray(rows, dtype=np.float64)
     return Detections(image_id, rows[:, :4], rows[:, 4], rows[:, 5].astype(int))
+
+
+def test_batched_borderline_boxes_are_neither_missed_nor_extra():
+    """Under batching a box scoring within the precision's score tolerance of the model's conf may come or go
+    (FP32: 1e-3 above 0.25); one clearly above it may not."""
+    fp32, conf = load_profile().section("boxes", "fp32"), 0.25
+    box = np.array([[10, 10, 60, 60, 0.8, 1]], dtype=np.float64)
+    near, clear = [np.array([[100, 100, 150, 150, conf + margin, 2]]) for margin in (0.0005, 0.01)]
+    assert batched.differs(box, np.concatenate([box, near]), fp32, conf) == []  # extra, borderline
+    assert batched.differs(np.concatenate([box, near]), box, fp32, conf) == []  # missed, borderline
+    assert batched.differs(np.zeros((0, 6)), near, fp32, conf) == []  # the FP32 false failure of issue #34
+    assert batched.differs(np.zeros((0, 6)), clear, fp32, conf) == [
+        "1 boxes where its sequential answer has none (above 0.25 + 0.001, the score tolerance)"]
+    assert batched.differs(box, np.concatenate([box, clear]), fp32, conf) == [
+        "1 extra boxes = 100.0% of the reference's (allowed 0.0%)"]
+    assert batched.differs(np.concatenate([box, clear]), box, fp32, conf)[0].startswith("matched 50.0% of 2 reference boxes")
+    assert batched.score_tolerance(load_profile().section("boxes", "int8")) == 0.2  # the bulk's, not the outlier's 0.5
+
+
+def test_boxes_lost_to_another_image_of_the_batch_are_told_from_plain_misses():
+    """suppressed_by: lost boxes that lie under a same-class, at-least-as-high box kept in another image's
+    answer are NMS across images; a box lost with nothing over it, or an answer that also gained boxes, is not."""
+    fp32, conf = load_profile().section("boxes", "fp32"), 0.25
+    frame = np.array([[10, 10, 60, 60, 0.8, 1], [100, 20, 140, 90, 0.6, 0]], dtype=np.float64)
+    sequential = [frame, frame, np.array([[300, 300, 340, 340, 0.7, 0]])]
+    answers = {0: frame, 1: frame[:0], 2: sequential[2]}
+    assert batched.suppressed_by(1, answers, sequential, fp32, conf) == ([0], 2, 2)
+    assert batched.suppressed_by(1, {**answers, 0: frame[:1]}, sequential, fp32, conf) is None  # the second lost box: nothing over it
+    assert batched.suppressed_by(1, {**answers, 1: sequential[2]}, sequential, fp32, conf) is None  # gained a box: not suppression
+    assert batched.suppressed_by(1, {1: frame[:0]}, sequential, fp32, conf, beside=((0, frame),)) == ([0], 2, 2)  # in flight beside it
+    problems = batched.judge_round("m", "with its twins in one request", answers, sequential, ["a.png", "a.png (again)", "b.png"],
+                                   fp32, conf)
+    assert problems == ["m with its twins in one request: 1 of 3 images lost boxes that they have when sent alone — "
+                        f"{batched.SUPPRESSED} (post-processing, e.g. NMS, runs over the whole batch instead of image by image): "
+                        "a.png (again) lost 2 of its 2 boxes, each under a same-class box kept in the answer of a.png"]
 
 
 def test_slices_score_image_and_object_size_slices():

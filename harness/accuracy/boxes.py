@@ -40,7 +40,7 @@ class BoxReport:
     compared: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)  # ref, cand, missed
 
     def add(self, image_id: int, reference: np.ndarray, candidate: np.ndarray, iou_threshold: float) -> ImageComparison:
-        ref, cand = _valid(reference), _valid(candidate)
+        ref, cand = valid_rows(reference), valid_rows(candidate)
         result = match_detections(ref, cand, iou_threshold)
         deltas = np.abs(ref[result.pairs[:, 0], 4] - cand[result.pairs[:, 1], 4]) if len(result.pairs) else np.zeros(0)
         self.ious.extend(result.ious.tolist())
@@ -154,7 +154,7 @@ def _kept_min_score(reference: np.ndarray, missed: np.ndarray) -> float:
     return float(reference[kept, 4].min()) if kept.any() else np.inf
 
 
-def _valid(detections: np.ndarray) -> np.ndarray:
+def valid_rows(detections: np.ndarray) -> np.ndarray:
     """Rows x1, y1, x2, y2, score, class without the -1 padding of a fixed-size detection tensor and
     without zero-area boxes (a box wholly in the letterbox padding is clipped to a line): IoU cannot
     match those, not even to an identical twin, and they mark nothing in the image."""

@@ -1,8 +1,11 @@
 """Does batching change a request's answer? Each served model's answer for every image, sent alone, is that
 image's reference; the same images concurrently (Triton batches them), in multi-image requests where the
 model has a batch dimension, and beside bad requests must give each image its own answer within the box
-gates of the model's precision, and a bad request must fail alone (harness.accuracy.batched). The batches
-are read from the statistics API: none formed is "not tested", never a pass."""
+gates of the model's precision, and a bad request must fail alone (harness.accuracy.batched). Twin rounds
+batch images whose objects overlap (an image with itself, its next frame, its mirror image), where a
+post-processing that mixes the images of a batch loses boxes (end-to-end models: a raw detector's NMS is
+the harness's, image by image). The batches are read from the statistics API:
+none formed is "not tested", never a pass."""
 
 from __future__ import annotations
 
@@ -33,18 +36,24 @@ def test_batched_answers_are_each_requests_own(candidate_spec, accuracy_runs, re
 
         layout = model_layout(config, request.getfixturevalue("manifest"), candidate_spec.target)
         imgsz = (layout.input.imgsz if layout.input is not None else None) or (accuracy_runs.imgsz, accuracy_runs.imgsz)
-        items = batched.raw_items(config, cand.input_name, encoded, imgsz, accuracy_runs.profile.eval)
+        settings = accuracy_runs.profile.eval
+
+        def build(blobs):
+            return batched.raw_items(config, cand.input_name, blobs, imgsz, settings)
         sender = batched.Sender(url, config.name, cand.input_name, [config.output[0].name], batched.concurrency(config))
-        encoded_input = False
+        encoded_input, conf, twin_bases = False, settings["conf"], 0  # the harness runs its NMS, image by image
     else:
         detector = cand.detector
-        items = batched.end_to_end_items(detector, encoded)
+
+        def build(blobs):
+            return batched.end_to_end_items(detector, blobs)
         sender = batched.Sender(url, detector.model.name, detector.model.input_name,
                                 list(dict.fromkeys(detector.layout.output.names.values())), batched.concurrency(config))
-        encoded_input = detector.layout.input.kind in (ENCODED, BASE64)
+        encoded_input, conf, twin_bases = detector.layout.input.kind in (ENCODED, BASE64), cand.conf, batched.TWIN_BASES
     thresholds = accuracy_runs.profile.section("boxes", accuracy_runs.judge_as(candidate_spec, cand))
     try:
-        outcome = batched.check(sender, config, repository, items, [image.file_name for image in images], thresholds, encoded_input)
+        outcome = batched.check(sender, config, repository, encoded, [image.file_name for image in images], build, thresholds,
+                                conf, encoded_input, twin_bases)
     finally:
         sender.close()
     if outcome.problems:
