@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from harness.accuracy.boxes import BoxReport
+from harness.accuracy.boxes import differs
 from harness.load import server_stats
 from harness.load.batching import is_ensemble, load_concurrency
 
@@ -136,15 +136,6 @@ class Sender:
 
     def close(self) -> None:
         self.client.close()
-
-
-def differs(sequential: np.ndarray, batched: np.ndarray, thresholds: dict) -> list[str]:
-    """The box gates of the model's precision, batched answer against the image's own sequential one."""
-    if not len(sequential):
-        return [f"{len(batched)} boxes where its sequential answer has none"] if len(batched) else []
-    report = BoxReport()
-    report.add(0, sequential, batched, thresholds["match_iou"])
-    return report.failures(thresholds)
 
 
 def _whose(rows: np.ndarray, sequential: list[np.ndarray], own: int, thresholds: dict) -> int | None:
