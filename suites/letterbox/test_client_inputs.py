@@ -50,32 +50,39 @@ def reference_rows():
 
 
 @pytest.fixture(scope="session")
-def box_gates(pytestconfig):
-    """The thresholds profile (--profile) whose [boxes.PRECISION] gates hold the gated entries."""
+def served_settings(pytestconfig, repository, manifest):
+    """model -> (its conf / iou / max_det: its config, else the profile's [eval]; the box gates of its precision:
+    declared, else its config's precision parameter, else its ONNX file's weights, as the accuracy suite reads
+    it, in the thresholds profile of --profile), read once per model."""
     from harness.accuracy.profile import load_profile
-
-    return load_profile(pytestconfig.getoption("--profile"))
-
-
-def served_settings(model, repository, manifest, profile) -> tuple[dict, Gates]:
-    """The model's conf / iou / max_det (its config, else the profile's [eval]) and its precision's box gates."""
-    from harness.accuracy.served import e2e_thresholds, served_precision
+    from harness.accuracy.served import e2e_thresholds, model_artifact, served_precision
+    from harness.engines.ort import precision_of
     from harness.repository.config import read_config
 
-    config = read_config(repository / model.name)
-    settings = e2e_thresholds(config, {k: profile.eval[k] for k in ("conf", "iou", "max_det")}, model.layout, repository)
-    precision = served_precision(config, manifest, model.name, "fp32", repository)
-    return settings, Gates(precision, profile.section("boxes", precision))
+    profile, found = load_profile(pytestconfig.getoption("--profile")), {}
+
+    def of(model) -> tuple[dict, Gates]:
+        if model.name not in found:
+            config = read_config(repository / model.name)
+            defaults = {k: profile.eval[k] for k in ("conf", "iou", "max_det")}
+            artifact = model_artifact(repository, model.name)
+            precision = served_precision(config, manifest, model.name, precision_of(artifact) if artifact else "fp32",
+                                         repository)
+            found[model.name] = (e2e_thresholds(config, defaults, model.layout, repository),
+                                 Gates(precision, profile.section("boxes", precision)))
+        return found[model.name]
+
+    return of
 
 
 @pytest.mark.parametrize("entry_name", NAMES)
-def test_client_input_detected_as_displayed(e2e_model, entry_name, reference_rows, box_gates, repository, manifest):
+def test_client_input_detected_as_displayed(e2e_model, entry_name, reference_rows, served_settings):
     model, client = e2e_model
     item = entry(entry_name)
     if item.encoding_specific and model.layout is not None and model.layout.input.kind not in (ENCODED, BASE64):
         not_applicable(f"{model.name} takes {model.layout.input.kind} input, not encoded images: "
                        f"{entry_name} ({item.what}) is decoded by the client, not by the deployment")
-    settings, gates = served_settings(model, repository, manifest, box_gates)
+    settings, gates = served_settings(model)
     reference = reference_rows(model.imgsz, settings["conf"], settings["iou"], settings["max_det"])
     if not len(objects(reference, item.displayed())):
         not_applicable(f"{model.name}: at its input size {model.imgsz[0]}x{model.imgsz[1]} the reference finds no "
