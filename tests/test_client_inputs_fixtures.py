@@ -1,11 +1,13 @@
 """suites/letterbox/test_client_inputs.py and its catalogue (harness.vision.catalogue, harness.vision.client_inputs):
-the catalogue's entries decode as the contract says (EXIF transposed back to the upright image, 16-bit scaled),
-each has objects the reference finds and each mistake it names is one the judge can tell; through a real
-server the reference yolo_e2e / yolo_ensemble pass every entry, and fixtures/letterbox/client_inputs'
-orientation_blind and channel_blind deployments fail the entries they get wrong, naming entry and cause.
+the catalogue's entries decode as the contract says (EXIF transposed back to the upright image, 16-bit scaled,
+alpha dropped), each has objects the reference finds and each mistake it names is one the judge can tell (for
+the partial-alpha entries: each treatment of alpha is named nearest first); through a real server the reference
+yolo_e2e / yolo_ensemble pass every entry, and fixtures/letterbox/client_inputs' orientation_blind,
+channel_blind and unpremultiplied deployments fail the entries they get wrong, naming entry and cause.
 
-Speed: the catalogue units ~10 s (the reference detector on 17 entries); each served run starts a Triton server
-and sends the 17 entries per model (~20-40 s on two shared cores). They need the committed reference model."""
+Speed: the catalogue units ~12 s (the reference detector on 19 entries and their alpha treatments); each served
+run starts a Triton server and sends the 19 entries per model (~20-40 s on two shared cores). They need the
+committed reference model."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ from PIL import Image
 
 from harness import paths
 from harness.vision.catalogue import NAMES, catalogue, entry
-from harness.vision.client_inputs import judge, objects
+from harness.accuracy.profile import load_profile
+from harness.vision.catalogue import ALPHA_DROPPED, ALPHA_TREATMENTS
+from harness.vision.client_inputs import Gates, judge, objects
 from tests.conftest import derive_served, load_module, run_suite_file
 
 # Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
@@ -27,6 +31,8 @@ import harness.vision.letterbox  # noqa: E402,F401
 
 SUITE_FILE = paths.PROJECT_ROOT / "suites" / "letterbox" / "test_client_inputs.py"
 FIXTURES = paths.FIXTURES / "letterbox" / "client_inputs"
+FP32 = Gates("fp32", load_profile("default").section("boxes", "fp32"))
+ALPHA_ENTRIES = ("gray-LA", "gray-LA-half", "rgba", "rgba-half")
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +60,23 @@ def test_catalogue_names_and_sizes():
     modes = {e.name: Image.open(io.BytesIO(e.encoded)).mode for e in catalogue()}
     assert (modes["gray-L"], modes["gray-LA"], modes["rgba"], modes["png-16bit"], modes["cmyk"]) == \
         ("L", "LA", "RGBA", "I;16", "CMYK")
+    assert (modes["gray-LA-half"], modes["rgba-half"]) == ("LA", "RGBA")
+    alphas = {name: np.asarray(Image.open(io.BytesIO(entry(name).encoded)).getchannel("A")) for name in ALPHA_ENTRIES}
+    assert alphas["rgba"].min() == 0 and alphas["rgba"].max() == 255 and set(np.unique(alphas["rgba-half"])) == {128}
+    assert [e.name for e in catalogue() if e.gated] == list(ALPHA_ENTRIES)
+
+
+def test_partial_alpha_is_dropped_and_each_treatment_differs():
+    """The contract drops alpha: the colour as stored. The treatments change it (half alpha: over black the
+    colour halves, un-premultiplied it doubles)."""
+    colour = entry("rgba-half").displayed().astype(int)
+    assert np.array_equal(colour, entry("rgba").displayed())
+    assert np.array_equal(entry("gray-LA-half").displayed(), entry("gray-L").displayed())
+    treated = {words: pixels().astype(int) for words, pixels in entry("rgba-half").mistakes.items()}
+    assert set(treated) == set(ALPHA_TREATMENTS.values())
+    black, white = treated[ALPHA_TREATMENTS["black"]], treated[ALPHA_TREATMENTS["white"]]
+    assert np.abs(black - np.rint(colour * 128 / 255)).max() <= 1 and np.abs(white - black - 127).max() <= 1
+    assert np.array_equal(treated[ALPHA_TREATMENTS["unpremultiplied"]], np.clip(np.rint(colour * 255 / 128), 0, 255))
 
 
 def test_every_exif_orientation_displays_the_upright_image():
@@ -76,13 +99,28 @@ def test_every_entry_has_objects_and_every_mistake_is_told_apart(reference):
     for item in catalogue():
         truth = objects(reference, item.displayed())
         assert len(truth) >= 3, f"{item.name}: the reference finds {len(truth)} objects"
-        assert judge(item, reference(item.displayed()), reference, "ref") is None
+        assert judge(item, reference(item.displayed()), reference, "ref", FP32) is None
     for name in ("exif-6", "exif-3", "png-16bit"):
         item = entry(name)
         cause, pixels = next(iter(item.mistakes.items()))
         failure = judge(item, reference(pixels()), reference, "m")
         assert failure is not None and cause in failure, failure
         assert f"client input {name} " in failure
+
+
+def test_every_alpha_treatment_fails_the_fp32_gates_and_is_named_nearest(reference):
+    """On the reference's own answer to each treatment's pixels, the gated judge fails and lists that treatment
+    first, the contract's (alpha dropped) later: the failure says what was done with alpha."""
+    for name in ALPHA_ENTRIES:
+        item = entry(name)
+        for treatment, pixels in item.mistakes.items():
+            failure = judge(item, reference(pixels()), reference, "m", FP32)
+            assert failure is not None, (name, treatment)
+            assert f"m, client input {name} " in failure and "within the fp32 box gates" in failure, failure
+            nearest = failure.split("treatment, nearest first: ")[1]
+            assert nearest.startswith(f"{treatment} ["), failure
+            assert nearest.split("]")[0].endswith("0 extra, mean IoU 1.0000, score moved by up to 0.0000"), failure
+            assert ALPHA_DROPPED in nearest, failure
 
 
 # -- through a real server ----------------------------------------------------------------------
@@ -120,10 +158,25 @@ def test_orientation_blind_deployment_fails_every_rotated_entry(pytester, tmp_pa
 def test_channel_blind_deployment_fails_16bit_and_la(pytester, tmp_path, reference_repository):
     output = run_suite(pytester, derived(reference_repository, "channel_blind", tmp_path / "models")).stdout.str()
     failed = failures(output)
-    assert failed == {"png-16bit", "gray-LA"}, output[-6000:]
+    assert failed == {"png-16bit", "gray-LA", "gray-LA-half"}, output[-6000:]
     assert "client input png-16bit (16-bit grayscale PNG (mode I;16)): 0 of 3 objects found" in output
     assert "16-bit samples cast to 8 bits (their low byte) instead of scaled (their high byte)" in output
     assert "client input gray-LA (grayscale + alpha PNG" in output and "the request failed" in output
+
+
+def test_unpremultiplied_deployment_fails_every_partial_alpha_entry(pytester, tmp_path, reference_repository):
+    """Colour divided by alpha: the objects are still found (the old judge passed it), the boxes and scores move
+    beyond the FP32 gates; the failure names the un-premultiplied treatment as the nearest. The opaque and
+    alpha-less entries pass."""
+    output = run_suite(pytester, derived(reference_repository, "unpremultiplied", tmp_path / "models")).stdout.str()
+    failed = failures(output)
+    assert failed == set(ALPHA_ENTRIES), output[-6000:]
+    assert ("client input rgba-half (RGBA PNG (alpha 128)): the answer is not the reference pipeline's on the "
+            f"decoded pixels ({ALPHA_DROPPED}) within the fp32 box gates: ") in output, output[-6000:]
+    unpremultiplied = ALPHA_TREATMENTS["unpremultiplied"]
+    for name in ALPHA_ENTRIES:
+        line = next(line for line in output.splitlines() if f"client input {name} (" in line and "nearest first" in line)
+        assert line.split("nearest first: ")[1].startswith(unpremultiplied), line
 
 
 def test_pixel_and_tensor_models_take_only_the_size_entries(pytester, tmp_path):

@@ -18,7 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from harness.accuracy.boxes import BoxReport, valid_rows
+from harness.accuracy import boxes
+from harness.accuracy.boxes import valid_rows
 from harness.vision.boxes import iou_matrix
 from harness.vision.matching import match_detections
 from harness.load import server_stats
@@ -175,12 +176,10 @@ def differs(sequential: np.ndarray, batched: np.ndarray, thresholds: dict, conf:
     """The box gates of the model's precision, batched answer against the image's own sequential one, with
     borderline boxes (judged) neither missed nor extra."""
     sequential, batched = judged(sequential, batched, thresholds, conf)
-    if not len(sequential):
+    if not len(sequential) and len(batched):
         return [f"{len(batched)} boxes where its sequential answer has none (above {conf:g} + "
-                f"{score_tolerance(thresholds):g}, the score tolerance)"] if len(batched) else []
-    report = BoxReport()
-    report.add(0, sequential, batched, thresholds["match_iou"])
-    return report.failures(thresholds)
+                f"{score_tolerance(thresholds):g}, the score tolerance)"]
+    return boxes.differs(sequential, batched, thresholds)
 
 
 def suppressed_by(index: int, answers: dict, sequential: list[np.ndarray], thresholds: dict, conf: float,

@@ -154,6 +154,17 @@ def _kept_min_score(reference: np.ndarray, missed: np.ndarray) -> float:
     return float(reference[kept, 4].min()) if kept.any() else np.inf
 
 
+def differs(reference: np.ndarray, candidate: np.ndarray, thresholds: dict) -> list[str]:
+    """The box gates of a precision (`thresholds`, a profile's [boxes.PRECISION]) on one image's answer against
+    the answer it should equal: what fails, [] when it holds (a batched answer against the image's own
+    sequential one, a served answer against the reference's on the same pixels)."""
+    if not len(reference):
+        return [f"{len(candidate)} boxes where the answer it is held to has none"] if len(candidate) else []
+    report = BoxReport()
+    report.add(0, reference, candidate, thresholds["match_iou"])
+    return report.failures(thresholds)
+
+
 def valid_rows(detections: np.ndarray) -> np.ndarray:
     """Rows x1, y1, x2, y2, score, class without the -1 padding of a fixed-size detection tensor and
     without zero-area boxes (a box wholly in the letterbox padding is clipped to a line): IoU cannot

@@ -101,7 +101,7 @@ class DetectionJudge:
         want, have = (answer_detections(o, self.eval_thresholds) for o in (expected, got))
         if not problems or want is None or have is None:
             return problems
-        boxes = differs(want, have, self.box_gates)
+        boxes = differs(want, have, self.box_gates, self.eval_thresholds["conf"])
         if not boxes:
             self.within_gates += 1
             return []

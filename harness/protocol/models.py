@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import requests
@@ -44,6 +44,7 @@ class ModelView:
     platform: str
     size: sizing.InputSize | None = None  # the input's concrete dims (batch excluded), where they came from
     layout: Layout | None = None  # from the served config (and the manifest): which input, which outputs
+    config: object = field(default=None, compare=False, repr=False)  # the served ModelConfig, when readable
 
     @property
     def role(self) -> str | None:
@@ -197,7 +198,7 @@ def discover(http_endpoint: str, timeout: float = 10.0, repository=None, imgsz: 
                 size = None
         views.append(ModelView(name, tuple(meta.get("versions", ())), inputs,
                                ports(meta.get("outputs", [])), int(configs[name].get("max_batch_size", 0)),
-                               meta.get("platform", ""), size, layout))
+                               meta.get("platform", ""), size, layout, parsed.get(name)))
     return views
 
 

@@ -7,7 +7,10 @@ the decoded, EXIF-transposed, RGB image as PIL gives it with ImageOps.exif_trans
 alpha dropped, grayscale repeated, CMYK converted, 16-bit samples reduced to their high byte
 (harness.vision.image.decode_image_bytes). Each entry is judged by detections: the reference pipeline run on
 those pixels says which objects are there and where; a served answer that misses them is compared with the
-reference's answer on each mistake's pixels, so the failure can name the mistake it looks like."""
+reference's answer on each mistake's pixels, so the failure can name the mistake it looks like. Entries with
+partial alpha are `gated`: a treatment of alpha that keeps the objects (an un-premultiplied image still shows
+them) moves boxes and scores, so their answer is held to the precision's box gates against the reference's
+answer on the same decoded pixels, and the mistakes are the other treatments of alpha (harness.vision.client_inputs)."""
 
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ class Entry:
     encoded: bytes
     encoding_specific: bool  # only a model that decodes the bytes itself can get it wrong
     mistakes: dict[str, Callable[[], np.ndarray]] = field(default_factory=dict)
+    gated: bool = False  # judged box for box within the precision's gates, not by objects found (lossless PNG)
 
     def displayed(self) -> np.ndarray:
         """The pixels the decoding contract gives: what every deployment must detect on."""
@@ -96,34 +100,73 @@ def _exif_entries() -> list[Entry]:
     return entries
 
 
-def _alpha(size: tuple[int, int]) -> Image.Image:
+def _gradient(size: tuple[int, int]) -> Image.Image:
     """A horizontal gradient from transparent to opaque: a decoder that composites alpha sees a different image."""
     w, h = size
     return Image.fromarray(np.broadcast_to(np.linspace(0, 255, w).astype(np.uint8), (h, w)).copy(), "L")
 
 
+def _half(size: tuple[int, int]) -> Image.Image:
+    """Alpha 128 everywhere: every pixel half transparent, where treatments of alpha differ most evenly."""
+    return Image.new("L", size, 128)
+
+
+def _straight(encoded: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """The file's colour (gray repeated) and its alpha in [0, 1], as floats: PNG stores colour not premultiplied."""
+    image = Image.open(io.BytesIO(encoded))
+    colour = np.asarray(image.convert("RGB"), np.float64)
+    return colour, np.asarray(image.getchannel("A"), np.float64)[..., None] / 255
+
+
+def _treated(encoded: bytes, how: str) -> np.ndarray:
+    """The pixels a decoder that treats alpha `how` gives: "black" / "white" composite the colour over that
+    background (black is what premultiplying gives), "unpremultiplied" divides the colour by alpha (reads
+    the stored colour as premultiplied; alpha 0 stays black), clipped to 255."""
+    colour, alpha = _straight(encoded)
+    if how == "black":
+        out = colour * alpha
+    elif how == "white":
+        out = colour * alpha + 255 * (1 - alpha)
+    elif how == "unpremultiplied":
+        out = np.divide(colour, alpha, out=np.zeros_like(colour), where=alpha > 0)
+    else:
+        raise ValueError(f"unknown treatment of alpha {how!r}")
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+ALPHA_TREATMENTS = {  # how -> what a failure calls it (a gated entry's mistakes, harness.vision.client_inputs)
+    "black": "composited over black by its alpha (premultiplied colour)",
+    "white": "composited over white by its alpha",
+    "unpremultiplied": "un-premultiplied (colour divided by alpha, clipped to 255)",
+}
+ALPHA_DROPPED = 'alpha dropped, colour as stored (PIL\'s convert("RGB"))'  # the contract's treatment
+
+
+def _alpha_entries(rgb: Image.Image) -> list[Entry]:
+    """RGBA and LA PNG with a 0..255 gradient and a constant 50 % alpha, gated; the mistakes are the other treatments."""
+    gray = rgb.convert("L")
+    entries = []
+    for name, base, what in (("gray-LA", gray, "grayscale + alpha PNG (mode LA, "), ("rgba", rgb, "RGBA PNG (")):
+        for suffix, alpha, spread in (("", _gradient, "alpha 0..255 left to right"), ("-half", _half, "alpha 128")):
+            image = base.copy()
+            image.putalpha(alpha(base.size))
+            encoded = _save(image, "PNG")
+            mistakes = {words: (lambda e=encoded, how=how: _treated(e, how)) for how, words in ALPHA_TREATMENTS.items()}
+            entries.append(Entry(name + suffix, f"{what}{spread})", encoded, True, mistakes, gated=True))
+    return entries
+
+
 def _channel_entries() -> list[Entry]:
     rgb = _source(SOURCE)
     gray = rgb.convert("L")
-    rgba, la = rgb.copy(), gray.copy()
-    rgba.putalpha(_alpha(rgb.size))
-    la.putalpha(_alpha(rgb.size))
     # 16-bit: the 8-bit gray in the high byte, a deterministic pattern in the low byte (a real sensor's detail)
     low = np.random.default_rng(16).integers(0, 256, size=gray.size[::-1], dtype=np.uint16)
     deep = Image.fromarray((np.asarray(gray).astype(np.uint16) << 8) | low)
     cmyk = rgb.convert("CMYK")
 
-    def composited(encoded: bytes) -> np.ndarray:  # over black: what premultiplying by alpha gives
-        return (np.asarray(decode_image_bytes(encoded), np.float64)
-                * (np.asarray(_alpha(rgb.size), np.float64)[..., None] / 255)).astype(np.uint8)
-
     raw = "boxes match the file's samples fed as they are stored"
     entries = [
         ("gray-L", "grayscale PNG (mode L)", _save(gray, "PNG"), {}),
-        ("gray-LA", "grayscale + alpha PNG (mode LA, alpha 0..255 left to right)", _save(la, "PNG"),
-         {"boxes match the image composited over black by its alpha -- alpha must be dropped": composited}),
-        ("rgba", "RGBA PNG (alpha 0..255 left to right)", _save(rgba, "PNG"),
-         {"boxes match the image composited over black by its alpha -- alpha must be dropped": composited}),
         ("png-16bit", "16-bit grayscale PNG (mode I;16)", _save(deep, "PNG"),
          {f"{raw}: 16-bit samples cast to 8 bits (their low byte) instead of scaled (their high byte)": _raw_channels,
           "boxes match 16-bit samples clipped to 255 (a plain convert) instead of scaled (their high byte)":
@@ -131,8 +174,11 @@ def _channel_entries() -> list[Entry]:
         ("cmyk", "CMYK JPEG", _save(cmyk, "JPEG", quality=JPEG_QUALITY),
          {f"{raw}: C, M, Y read as R, G, B (CMYK not converted)": _raw_channels}),
     ]
-    return [Entry(name, what, encoded, True, {cause: (lambda f=f, e=encoded: f(e)) for cause, f in mistakes.items()})
-            for name, what, encoded, mistakes in entries]
+    built = {name: Entry(name, what, encoded, True,
+                         {cause: (lambda f=f, e=encoded: f(e)) for cause, f in mistakes.items()})
+             for name, what, encoded, mistakes in entries}
+    built.update({e.name: e for e in _alpha_entries(rgb)})
+    return [built[name] for name in ("gray-L", "gray-LA", "gray-LA-half", "rgba", "rgba-half", "png-16bit", "cmyk")]
 
 
 def _tiled(name: str, size: tuple[int, int], copies: int, axis: int) -> Image.Image:
@@ -170,4 +216,5 @@ def entry(name: str) -> Entry:
 
 
 NAMES = ("exif-1", "exif-2", "exif-3", "exif-4", "exif-5", "exif-6", "exif-7", "exif-8", "gray-L", "gray-LA",
-         "rgba", "png-16bit", "cmyk", "small-32x20", "large-4000x3000", "wide-2000x200", "tall-200x2000")
+         "gray-LA-half", "rgba", "rgba-half", "png-16bit", "cmyk", "small-32x20", "large-4000x3000", "wide-2000x200",
+         "tall-200x2000")

@@ -1,8 +1,10 @@
 """Client inputs as clients really send them (harness.vision.catalogue): EXIF orientations 1-8, grayscale, LA and
 RGBA PNG, 16-bit PNG, CMYK JPEG, 32x20 and 4000x3000 images, 10:1 and 1:10 frames -- each sent to every
 end-to-end model and judged by its detections against the reference pipeline on the entry's decoded,
-EXIF-transposed RGB pixels (README "Client inputs"), not by status alone. A model fed decoded pixels or a
-tensor cannot get an encoding wrong: for it the encoding entries are not applicable, the sizes still count."""
+EXIF-transposed RGB pixels (README "Client inputs"), not by status alone; the partial-alpha entries (gated) box for
+box within the box gates of the model's precision, the reference run with the model's own conf, iou and max_det.
+A model fed decoded pixels or a tensor cannot get an encoding wrong: for it the encoding entries are not
+applicable, the sizes still count."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from harness.repository.layouts import BASE64, ENCODED
 from harness.repository.sizing import human, request_budget
 from harness.verdicts import not_applicable
 from harness.vision.catalogue import NAMES, entry
-from harness.vision.client_inputs import judge, objects
+from harness.vision.client_inputs import Gates, judge, objects
 from test_served import e2e_model, pytest_generate_tests  # noqa: F401  (the served models, parametrized)
 
 pytestmark = pytest.mark.server
@@ -20,8 +22,9 @@ pytestmark = pytest.mark.server
 
 @pytest.fixture(scope="session")
 def reference_rows():
-    """imgsz -> (pixels -> the reference pipeline's rows at that input size), cached by the pixels' bytes:
-    every model is judged on the same pixels, by the reference at its own input size."""
+    """(imgsz, conf, iou, max_det) -> (pixels -> the reference pipeline's rows with those settings), cached by
+    the pixels' bytes: every model is judged on the same pixels, by the reference at its own input size and
+    post-processing."""
     from harness.engines.artifacts import REFERENCE_MODEL
     from harness.vision.pipeline import LocalPipeline
 
@@ -29,12 +32,15 @@ def reference_rows():
         pytest.skip(f"not tested, because the reference detector {REFERENCE_MODEL} is not here")
     pipelines, cache = {}, {}
 
-    def at(imgsz):
+    def at(imgsz, conf, iou, max_det):
+        settings = (imgsz, conf, iou, max_det)
+
         def rows(pixels):
-            key = (imgsz, pixels.shape, hash(pixels.tobytes()))
+            key = (settings, pixels.shape, hash(pixels.tobytes()))
             if key not in cache:
-                pipeline = pipelines.setdefault(imgsz, LocalPipeline(REFERENCE_MODEL, imgsz=imgsz))
-                detections, num = pipeline([pixels])
+                if settings not in pipelines:
+                    pipelines[settings] = LocalPipeline(REFERENCE_MODEL, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det)
+                detections, num = pipelines[settings]([pixels])
                 cache[key] = detections[0, : int(num[0])]
             return cache[key]
 
@@ -43,14 +49,41 @@ def reference_rows():
     return at
 
 
+@pytest.fixture(scope="session")
+def served_settings(pytestconfig, repository, manifest):
+    """model -> (its conf / iou / max_det: its config, else the profile's [eval]; the box gates of its precision:
+    declared, else its config's precision parameter, else its ONNX file's weights, as the accuracy suite reads
+    it, in the thresholds profile of --profile), read once per model."""
+    from harness.accuracy.profile import load_profile
+    from harness.accuracy.served import e2e_thresholds, model_artifact, served_precision
+    from harness.engines.ort import precision_of
+    from harness.repository.config import read_config
+
+    profile, found = load_profile(pytestconfig.getoption("--profile")), {}
+
+    def of(model) -> tuple[dict, Gates]:
+        if model.name not in found:
+            config = read_config(repository / model.name)
+            defaults = {k: profile.eval[k] for k in ("conf", "iou", "max_det")}
+            artifact = model_artifact(repository, model.name)
+            precision = served_precision(config, manifest, model.name, precision_of(artifact) if artifact else "fp32",
+                                         repository)
+            found[model.name] = (e2e_thresholds(config, defaults, model.layout, repository),
+                                 Gates(precision, profile.section("boxes", precision)))
+        return found[model.name]
+
+    return of
+
+
 @pytest.mark.parametrize("entry_name", NAMES)
-def test_client_input_detected_as_displayed(e2e_model, entry_name, reference_rows):
+def test_client_input_detected_as_displayed(e2e_model, entry_name, reference_rows, served_settings):
     model, client = e2e_model
     item = entry(entry_name)
     if item.encoding_specific and model.layout is not None and model.layout.input.kind not in (ENCODED, BASE64):
         not_applicable(f"{model.name} takes {model.layout.input.kind} input, not encoded images: "
                        f"{entry_name} ({item.what}) is decoded by the client, not by the deployment")
-    reference = reference_rows(model.imgsz)
+    settings, gates = served_settings(model)
+    reference = reference_rows(model.imgsz, settings["conf"], settings["iou"], settings["max_det"])
     if not len(objects(reference, item.displayed())):
         not_applicable(f"{model.name}: at its input size {model.imgsz[0]}x{model.imgsz[1]} the reference finds no "
                        f"object on {entry_name} ({item.what}): nothing to judge detections by")
@@ -64,5 +97,5 @@ def test_client_input_detected_as_displayed(e2e_model, entry_name, reference_row
     except Exception as error:  # tritonclient's InferenceServerException, or an answer that cannot be read
         pytest.fail(f"{model.name}, client input {entry_name} ({item.what}): the request failed: {error}",
                     pytrace=False)
-    failure = judge(item, rows, reference, model.name)
+    failure = judge(item, rows, reference, model.name, gates)
     assert failure is None, failure

@@ -1,5 +1,7 @@
 """Every kind of bad input in the catalogue gets a client-error answer that names the problem (or,
-for odd-but-valid input, a success), and the server stays READY and keeps serving afterwards."""
+for odd-but-valid input, a success), and the server stays READY and keeps serving afterwards. A request the
+model's queue policy refuses (503 "Request timeout expired") is reported as that, naming the policy and its
+timeout (harness.protocol.queue_policy), not as a deployment that stopped serving."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import requests
 
 from harness.protocol.badinput import CATALOGUE, Handled
 from harness.protocol.models import RequestTooLarge
+from harness.protocol.queue_policy import queue_rejection
 from harness.protocol.wire import send
 from harness.verdicts import not_applicable
 
@@ -24,6 +27,9 @@ def still_serving(server, view, protocol: str, after: str) -> str | None:
         return f"after {after} the deployment stopped serving: server ready={ready}, model ready={model_ready}"
     if ready == 200 and answer.ok:
         return None
+    refused = queue_rejection(answer, view.name, view.config)
+    if ready == 200 and refused:
+        return f"after {after} a good request was refused: {refused}"
     crash = " (the model's stub process died)" if "not healthy" in answer.message else ""
     return (f"after {after} the deployment stopped serving{crash}: server ready={ready}, model ready={model_ready}, "
             f"a good request now gets {answer}" + (" — readiness still says READY" if ready == 200 and model_ready == 200 else ""))
@@ -54,12 +60,15 @@ def test_bad_input(case, protocol, triton_server, models_by_role, record_propert
             verdict = case.expect.judge(answer, view)
         else:
             verdict = case.expect.judge(answer)
+        refused = queue_rejection(answer, view.name, view.config)
         if verdict:
-            if "not healthy" in answer.message:
+            if refused:
+                verdict = f"expected {'a success' if isinstance(case.expect, Handled) else 'a client error'}, got {refused}"
+            elif "not healthy" in answer.message:
                 verdict += " (the model's stub process died on this input)"
             problems.append(f"{view.name}: {case.name} over {protocol}: {verdict}")
         broken = still_serving(triton_server, view, protocol, f"{case.name}")
-        if broken:
+        if broken and not (refused and refused in broken):  # one cause once: the policy refused both
             problems.append(f"{view.name}: {broken}")
     if too_large:
         record_property("not_applicable", too_large)

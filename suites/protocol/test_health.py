@@ -10,6 +10,7 @@ import requests
 import tritonclient.grpc as grpcclient
 
 from harness.protocol.models import RequestTooLarge
+from harness.protocol.queue_policy import queue_rejection
 from harness.protocol.wire import send
 from harness.verdicts import not_applicable
 
@@ -85,7 +86,8 @@ def test_outputs_match_model_metadata(protocol, triton_server, models_by_role, r
             continue
         answer = send(protocol, triton_server.endpoints, request)
         if not answer.ok:
-            problems.append(f"{view.name}: a good request failed: {answer}")
+            refused = queue_rejection(answer, view.name, view.config)
+            problems.append(f"{view.name}: a good request failed: {refused or answer}")
             continue
         for port in view.outputs:
             got = answer.outputs.get(port.name)
@@ -115,4 +117,6 @@ def test_server_still_ready_at_the_end(triton_server, models_by_role):
         except RequestTooLarge:  # no good request fits the bound: its readiness was checked above
             continue
         answer = send("grpc", triton_server.endpoints, request)
-        assert answer.ok, f"{view.name} no longer serves at the end of the run: {answer}"
+        refused = queue_rejection(answer, view.name, view.config)
+        assert answer.ok, f"{view.name}: a good request at the end of the run was refused: {refused}" if refused else \
+            f"{view.name} no longer serves at the end of the run: {answer}"
