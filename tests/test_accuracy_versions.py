@@ -46,3 +46,29 @@ def test_the_version_whose_files_answer_is_named_and_own_files_pass(pytester, tm
         assert (f"the answers match the model file of version 1 ({name}/1/model.onnx), not version 2's "
                 f"({name}/2/model.onnx), which unversioned requests reach: version 2 serves another version's "
                 "files") in text, text[-4000:]
+
+
+def test_versions_with_the_same_file_are_not_asked_and_no_match_is_said(tmp_path):
+    """The judgement alone, on runs named by their file: a version holding the same bytes as the compared one
+    tells nothing and is not run; when no other version's file matches either, the message says so."""
+    from harness.accuracy.runner import Run
+    from harness.accuracy.versions import version_match
+
+    files = {}
+    for version, content in ((1, b"first"), (2, b"second"), (3, b"second")):
+        files[version] = tmp_path / "m" / str(version) / "model.onnx"
+        files[version].parent.mkdir(parents=True)
+        files[version].write_bytes(content)
+    ran = []
+
+    def run_twin(path):
+        ran.append(path)
+        return Run(str(path), "fp32", "raw", 0.0)
+
+    assert version_match(files, files[3], run_twin, lambda run: ["differs"]) == [
+        "the answers match no version's model file either (m/1/model.onnx, run locally, differs too)"]
+    assert ran == [files[1]]
+    assert version_match(files, files[3], run_twin, lambda run: [] if run.name == str(files[1]) else ["differs"]) == [
+        "the answers match the model file of version 1 (m/1/model.onnx), not version 3's (m/3/model.onnx), which "
+        "unversioned requests reach: version 3 serves another version's files"]
+    assert version_match({1: files[1]}, files[1], run_twin, lambda run: []) == []  # one version: nothing to say

@@ -180,5 +180,5 @@ class AccuracySession:
         if spec.kind != "served" or candidate.artifact is None:
             return []
         artifacts = served.version_artifacts(Path(self.request.getfixturevalue("repository")), spec.target)
-        return version_match(spec.target, artifacts, candidate.artifact,
+        return version_match(artifacts, candidate.artifact,
                              lambda path: self.local_twin(candidate, path), failures_against)
