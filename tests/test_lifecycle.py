@@ -1,7 +1,8 @@
 """The lifecycle suite, run through pytester against a real server on a tiny repository, in both
 directions: the conforming driver passes its hot-add test with zero failures; the wrapper that
 unloads before loading (fixtures/lifecycle/unload_before_load.py) fails it, and the broken-version
-test, with messages naming the failed requests and the model going unready."""
+test, with messages naming the failed requests and the model going unready; a version READY before it
+answers (fixtures/lifecycle/ready_before_answering) fails both, named as such."""
 
 from __future__ import annotations
 
