@@ -1,7 +1,8 @@
 """The lifecycle suite, run through pytester against a real server on a tiny repository, in both
 directions: the conforming driver passes its hot-add test with zero failures; the wrapper that
 unloads before loading (fixtures/lifecycle/unload_before_load.py) fails it, and the broken-version
-test, with messages naming the failed requests and the model going unready."""
+test, with messages naming the failed requests and the model going unready; a version READY before it
+answers (fixtures/lifecycle/ready_before_answering) fails both, named as such."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from harness.paths import FIXTURES, PROJECT_ROOT
 from tests.conftest import write_scale_add
 
 SUITE = PROJECT_ROOT / "suites" / "lifecycle"
+READY_BEFORE_ANSWERING = FIXTURES / "lifecycle" / "ready_before_answering" / "model.py"
 UNLOAD_FIRST = f"{FIXTURES / 'lifecycle' / 'unload_before_load.py'}:UnloadBeforeLoad"
 
 
@@ -59,6 +61,26 @@ def test_unload_before_load_is_caught_with_a_broken_version(pytester, lifecycle_
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert re.search(r"requests failed while broken version 2 failed to load", out), out[-3000:]
+
+
+def test_ready_before_answering_is_named_as_the_cause(pytester, lifecycle_repo):
+    """Issue 34 item 4: a version READY before its session answers (fixtures/lifecycle/ready_before_answering)
+    fails the broken-version test in the reload it starts from — named so, never blamed on the broken version —
+    and the hot reload right after version 2 reported READY."""
+    import shutil
+
+    shutil.copy(READY_BEFORE_ANSWERING, lifecycle_repo / "scale_add" / "1" / "model.py")
+    result = _run(pytester, lifecycle_repo, "test_broken_version_under_traffic and corrupt_model_file or "
+                  "test_add_version_under_traffic and latest1")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    broken, hot = out.split("test_broken_version_under_traffic[corrupt_model_file] _")[1].split("test_add_version_under_traffic[latest1] _")
+    assert re.search(r"[1-9]\d* of \d+ requests failed right after version 1 reported READY \(in the \(re\)load this "
+                     r"test starts from, at [-+]\d\.\d+ s\)", broken), broken[-3000:]
+    assert "session is still warming up" in broken and "failed while broken version 2 failed to load" not in out
+    assert re.search(r"[1-9]\d* of \d+ requests failed right after version 2 reported READY \(once the test's load "
+                     r"returned", hot), hot[-3000:]
+    assert "version 2 never answered" not in hot  # one cause, said once
 
 
 def _with_pipeline(repository: Path, pinned: bool) -> None:

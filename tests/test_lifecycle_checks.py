@@ -48,10 +48,43 @@ def test_too_short_tail_fails():
 
 
 def test_failures_and_stray_versions_are_named():
-    record = _record([(0.1, "1"), (0.2, "[StatusCode.NOT_FOUND] has no available versions"), (0.3, "3")])
+    record = _record([(0.1, "1"), (0.6, "[StatusCode.NOT_FOUND] has no available versions"), (0.7, "3")])
     failed = checks.no_failures(record, "during the test")
     assert failed[0].startswith("1 of 3 requests failed during the test") and "has no available versions" in failed[1]
     assert "versions {'3': 1}" in checks.only_versions(record, {"1", "2"}, "here")[0]
+
+
+WARMING = "[StatusCode.INTERNAL] the session is still warming up"
+
+
+def test_failures_are_told_apart_by_cause():
+    """Issue 34 item 4: a version READY before it answers fails requests right after its READY — in the reload
+    the test starts from (before the action) or once the test's load returned — and neither is blamed on the
+    action; failures after the action that no READY explains are the action's."""
+    answers = [(0.05 * i, WARMING) for i in range(4)] + [(0.2 + 0.05 * i, "1") for i in range(6)] + \
+              [(1.0 + 0.01 * i, WARMING) for i in range(5)] + [(1.05 + 0.01 * i, "2") for i in range(5)] + [(1.2, "boom")]
+    record = _record(answers)
+    record.marks |= {checks.ready_mark("1"): -0.1, checks.ready_mark("2"): 1.0}
+    lines = "\n".join(checks.no_failures(record, "while version 2 was loaded"))
+    assert "4 of 21 requests failed right after version 1 reported READY (in the (re)load this test starts from, " \
+           "at -0.100 s); it answered from +0.210 s on" in lines, lines
+    assert "5 of 21 requests failed right after version 2 reported READY (once the test's load returned, at " \
+           "+1.000 s); it answered from +1.060 s on" in lines, lines
+    assert "1 of 21 requests failed while version 2 was loaded (expected 0):\n  1 × boom" in lines, lines
+
+
+def test_failures_before_the_action_are_not_the_actions():
+    """Failures before the action that no READY explains belong to the state the test starts from."""
+    record = _record([(0.1, "1"), (0.2, WARMING), (0.6, "1")])
+    lines = checks.no_failures(record, "while broken version 2 failed to load")
+    assert lines[0] == ("1 of 3 requests failed before this test's action (posted at +0.400 s), in the state the "
+                        "test starts from — not while broken version 2 failed to load:"), lines
+    never = _record([(0.1 * i, WARMING) for i in range(10)])  # the baseline reloaded and never answered
+    never.marks[checks.ready_mark("1")] = 0.05
+    lines = checks.no_failures(never, "while broken version 2 failed to load")
+    assert lines[0] == ("9 of 10 requests failed right after version 1 reported READY (in the (re)load this test "
+                        "starts from, at +0.050 s); it answered none up to +0.900 s:"), lines
+    assert lines[3].startswith("1 of 10 requests failed before this test's action"), lines
 
 
 def test_transient_errors_only():

@@ -39,29 +39,27 @@ def model_kind(config, manifest=None) -> str | None:
     return model_layout(config, manifest).role
 
 
-def _latest_onnx(model_dir: Path) -> Path | None:
-    """The ONNX file of the highest version (Triton's default policy: latest, one version)."""
-    versions = sorted((int(d.name), d) for d in model_dir.iterdir() if d.is_dir() and d.name.isdigit()) if model_dir.is_dir() else []
-    for _, version in reversed(versions):
-        found = sorted(version.glob("*.onnx"))
+def version_artifacts(repository: Path, name: str) -> dict[int, Path]:
+    """version -> the ONNX file of that version folder, for every version that has one; for an ensemble
+    without files of its own, those of the step that takes the image tensor (the raw model it schedules)."""
+    model_dir = Path(repository) / name
+    versions = sorted((int(d.name), d) for d in model_dir.iterdir() if d.is_dir() and d.name.isdigit()) \
+        if model_dir.is_dir() else []
+    own = {number: sorted(folder.glob("*.onnx"))[0] for number, folder in versions if any(folder.glob("*.onnx"))}
+    if own or not (model_dir / "config.pbtxt").is_file():
+        return own
+    for step in completed_config(model_dir).ensemble_scheduling.step:
+        found = version_artifacts(repository, step.model_name)
         if found:
-            return found[0]
-    return None
+            return found
+    return {}
 
 
 def model_artifact(repository: Path, name: str) -> Path | None:
-    """The ONNX file a served model runs: its own latest version's, or for an ensemble the one of the
-    step that takes the image tensor (the raw model it schedules)."""
-    model_dir = Path(repository) / name
-    own = _latest_onnx(model_dir)
-    if own is not None:
-        return own
-    config = completed_config(model_dir)
-    for step in config.ensemble_scheduling.step:
-        found = model_artifact(repository, step.model_name)
-        if found is not None:
-            return found
-    return None
+    """The ONNX file a served model runs: its highest version's (Triton's default policy: latest, one
+    version), or for an ensemble the one of the step that takes the image tensor (the raw model it schedules)."""
+    found = version_artifacts(repository, name)
+    return found[max(found)] if found else None
 
 
 def served_precision(config, manifest, name: str, from_artifact: str, repository: Path | None = None) -> str:

@@ -150,22 +150,35 @@ class AccuracySession:
         return candidate
 
     # -- the local twin ---------------------------------------------------------------------------
-    def local_twin(self, candidate) -> runner.Run:
-        """The same artifact run locally by the reference pipeline: for a served raw model its ONNX through
-        ONNX Runtime, for an end-to-end candidate LocalPipeline with the reference preprocessing."""
+    def local_twin(self, candidate, artifact: Path | None = None) -> runner.Run:
+        """The same artifact (or `artifact`: another version's file) run locally by the reference pipeline: for
+        a served raw model its ONNX through ONNX Runtime, for an end-to-end candidate LocalPipeline with the
+        reference preprocessing."""
         from harness.engines.ort import OrtEngine
 
-        if candidate.artifact is None:
+        artifact = artifact or candidate.artifact
+        if artifact is None:
             pytest.skip(f"{candidate.name}: no ONNX artifact found to run locally")
-        key = f"local:{candidate.artifact}:{candidate.kind}:{getattr(candidate, 'conf', None)}"
+        key = f"local:{artifact}:{candidate.kind}:{getattr(candidate, 'conf', None)}"
         if key not in self._runs:
             if candidate.kind == "raw":
-                twin = RawCandidate(f"local {Path(candidate.artifact).name}", candidate.precision, OrtEngine(candidate.artifact),
-                                    artifact=candidate.artifact)
+                twin = RawCandidate(f"local {Path(artifact).name}", candidate.precision, OrtEngine(artifact), artifact=artifact)
             else:
                 t = getattr(candidate, "thresholds", {k: self.profile.eval[k] for k in ("conf", "iou", "max_det")})
-                twin = pipeline_candidate(f"local {Path(candidate.artifact).name}", candidate.artifact, PreprocessConfig(),
+                twin = pipeline_candidate(f"local {Path(artifact).name}", artifact, PreprocessConfig(),
                                           imgsz=self.imgsz, conf=t["conf"], iou=t["iou"], max_det=t["max_det"],
                                           precision=candidate.precision)
             self._runs[key] = (twin, self._run(twin))
         return self._runs[key][1]
+
+    def version_match(self, spec: CandidateSpec, candidate, failures_against) -> list[str]:
+        """For a served model whose folder holds several versions with different files: which version's file
+        its answers match (harness.accuracy.versions), judged by `failures_against(local run)`."""
+        from harness.accuracy import served
+        from harness.accuracy.versions import version_match
+
+        if spec.kind != "served" or candidate.artifact is None:
+            return []
+        artifacts = served.version_artifacts(Path(self.request.getfixturevalue("repository")), spec.target)
+        return version_match(artifacts, candidate.artifact,
+                             lambda path: self.local_twin(candidate, path), failures_against)

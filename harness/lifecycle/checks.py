@@ -25,14 +25,57 @@ def _t0(record: Record) -> float:
     return record.responses[0].sent if record.responses else 0.0
 
 
+def ready_mark(version: str) -> str:
+    """The record's mark for the instant `version` was seen READY (harness.lifecycle.scenario sets it)."""
+    return f"version {version} reported READY"
+
+
+def _ready_marks(record: Record) -> list[tuple[float, str]]:
+    return sorted((at, label[len("version "):-len(" reported READY")]) for label, at in record.marks.items()
+                  if label.startswith("version ") and label.endswith(" reported READY"))
+
+
 def no_failures(record: Record, during: str) -> list[str]:
+    """No request failed. Failed ones are told apart by cause, each cause once: those sent after a version
+    was marked READY and before it gave its first answer (before the next version's mark, if it gave none):
+    it reported READY before it could answer; of the rest, those sent before the test's action ("load
+    posted"), in the state the test starts from — the reload that gave it its baseline — not in what it
+    tests; the rest `during` the action."""
     failed = record.failed
     if not failed:
         return []
+    t0, total = _t0(record), len(record.responses)
+    last_sent = record.responses[-1].sent
+    posted = record.marks.get("load posted", float("-inf"))  # no action marked: every failure is `during`
+    lines: list[str] = []
+    marks = _ready_marks(record)
+    for (at, version), (following, _) in zip(marks, marks[1:] + [(float("inf"), "")]):
+        first = min((r.done for r in record.responses if r.ok and r.version == version and r.sent >= at), default=None)
+        early = [r for r in failed if at <= r.sent < min(first or following, following)]
+        if not early:
+            continue
+        taken = set(map(id, early))
+        failed = [r for r in failed if id(r) not in taken]
+        where = "in the (re)load this test starts from" if at < posted else "once the test's load returned"
+        then = (f"it answered from {first - t0:+.3f} s on: it reported READY before it could answer" if first is not None
+                else f"it answered none up to {min(following, last_sent) - t0:+.3f} s")
+        lines += _failure_lines(early, total, t0, f"right after version {version} reported READY ({where}, at "
+                                f"{at - t0:+.3f} s); {then}")
+    before = [r for r in failed if r.sent < posted]
+    if before:
+        lines += _failure_lines(before, total, t0, f"before this test's action (posted at {posted - t0:+.3f} s), in "
+                                f"the state the test starts from — not {during}")
+    after = [r for r in failed if r.sent >= posted]
+    if after:
+        lines += _failure_lines(after, total, t0, f"{during} (expected 0)")
+    return lines
+
+
+def _failure_lines(failed: list[Response], total: int, t0: float, cause: str) -> list[str]:
     kinds = Counter(r.error.splitlines()[0][:160] for r in failed)
-    lines = [f"{len(failed)} of {len(record.responses)} requests failed {during} (expected 0):"]
+    lines = [f"{len(failed)} of {total} requests failed {cause}:"]
     lines += [f"  {n} × {message}" for message, n in kinds.most_common(3)]
-    lines.append(f"  first: {_example(failed[0], _t0(record))}")
+    lines.append(f"  first: {_example(failed[0], t0)}; last sent at {failed[-1].sent - t0:+.3f} s")
     return lines
 
 
@@ -70,6 +113,8 @@ def switch_over(record: Record, old: str, new: str, loaded_at: float, bound_s: f
         if new_answers else float("nan"),
     }
     if not new_answers:
+        if any(not r.ok and r.sent >= loaded_at for r in record.responses):
+            return [], numbers  # its requests failed: no_failures names that cause, once
         return [f"version {new} never answered an unversioned request after its load returned "
                 f"({len(answered)} answers, versions {dict(record.per_version())})"], numbers
     problems = []

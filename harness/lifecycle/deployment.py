@@ -32,6 +32,8 @@ class Deployment:
         self.manifest = manifest
         self.server = start()
         self.restarts = 0
+        self.ready_since: dict[str, float] = {}  # version -> when it was last seen (re)loaded and READY
+        self.reloaded()
         self._baseline = Path(tempfile.mkdtemp(prefix=f"baseline-{model}-", dir=self.repository.parent))
         shutil.copytree(self.model_dir, self._baseline / model, symlinks=True)
 
@@ -69,6 +71,19 @@ class Deployment:
     def ready_versions(self) -> set[str]:
         return {e["version"] for e in self.index() if e.get("state") == "READY"}
 
+    def reloaded(self) -> None:
+        """Every READY version was (re)loaded just now (a start, a restore, a policy change): their READY times."""
+        now = time.monotonic()
+        self.ready_since = {version: now for version in self.ready_versions()}
+
+    def note_ready(self, at: float | None = None) -> dict[str, float]:
+        """Versions READY now that were not before get `at` (default now) as their READY time; gone ones are
+        dropped. So a record can tell requests failed right after a version reported READY (harness.lifecycle.checks)."""
+        ready = self.ready_versions()
+        at = time.monotonic() if at is None else at
+        self.ready_since = {version: self.ready_since.get(version, at) for version in ready}
+        return self.ready_since
+
     def restore(self, timeout_s: float = 300.0) -> None:
         """Back to the repository as copied: same version directories and config, loaded and ready. A server
         that died meanwhile is replaced, so that one crash fails the test it happened in, not every test after
@@ -88,6 +103,7 @@ class Deployment:
             if not response.ok:
                 raise RuntimeError(f"restoring {model} failed: {response.text}")
             wait.ModelReady(model, timeout=timeout_s).wait_for(self.server)
+        self.reloaded()
 
     def require_server_ready(self, settle_s: float = 5.0) -> None:
         """A server whose /v2/health/ready answers 200, for a test that judges it: Triton 2.5x keeps a
@@ -107,6 +123,7 @@ class Deployment:
     def restart(self) -> None:
         self.server.stop()
         self.server = self._start()
+        self.reloaded()
 
     def stop(self) -> None:
         self.server.stop()

@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from harness.lifecycle.checks import ready_mark
 from harness.lifecycle.readiness import ReadinessProbe
 from harness.lifecycle.traffic import FLOWING, Record, Traffic
 
@@ -34,8 +35,14 @@ def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead
                   tail_s: float = 1.5, min_after: int = 150, max_tail_s: float = 60.0) -> Outcome:
     """The action comes once traffic flows (Traffic.wait_flowing) and `lead_s` has passed; traffic runs
     `tail_s` after it returns, longer (up to `max_tail_s`) until `min_after` requests sent after it were
-    answered: a slow model's verdict needs as many answers as a fast one's."""
+    answered: a slow model's verdict needs as many answers as a fast one's. The version unversioned requests
+    reach is marked with when it was (re)loaded, and so is one the action brought READY, so that requests
+    failing right after a version reported READY are told apart from what the action did (checks.no_failures)."""
     traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=clients)
+    before = dict(deployment.note_ready())
+    if before:
+        serving = max(before, key=int)
+        traffic.record.marks[ready_mark(serving)] = before[serving]
     dependents = {name: Traffic(deployment.grpc, name, deployment.inputs(name), clients=max(1, clients // 4))
                   for name in deployment.dependents}
     with ExitStack() as running:
@@ -51,6 +58,9 @@ def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead
             other.mark("load posted")
         result = action()
         returned = traffic.mark("load returned")
+        brought = set(deployment.note_ready(at=returned)) - set(before)
+        if brought:
+            traffic.record.marks[ready_mark(max(brought, key=int))] = returned
         for other in dependents.values():
             other.mark("load returned")
         time.sleep(tail_s)

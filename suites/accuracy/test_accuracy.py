@@ -137,8 +137,10 @@ def test_end_to_end_matches_local_run(candidate, accuracy_runs, pytestconfig, re
     report, failures = judge.box_level(local, run, accuracy_runs.profile, tolerance)
     if failures:
         _verdict(pytestconfig, spec.name, "vs-local")
-        failures = judge.mixups(local, run, getattr(cand, "detector", None), accuracy_runs.eval_set, accuracy_runs.profile,
-                                tolerance) + failures
+        failures = accuracy_runs.version_match(spec, cand, lambda other: judge.box_level(other, run, accuracy_runs.profile,
+                                                                                         tolerance)[1]) + \
+            judge.mixups(local, run, getattr(cand, "detector", None), accuracy_runs.eval_set, accuracy_runs.profile,
+                         tolerance) + failures
         line, pictures = judge.worst_pictures(local, run, report, accuracy_runs.eval_set, run.conf, report_dir,
                                               accuracy_runs.profile.eval["worst_images"])
         _fail(f"{spec.name} vs the local pipeline on {cand.artifact} ({tolerance.upper()} tolerance, "
@@ -157,4 +159,6 @@ def test_served_tensors_match_local_run(candidate, accuracy_runs, pytestconfig):
     stats, failures = judge.tensor_level(local, run, accuracy_runs.profile, tolerance)
     if failures:
         _verdict(pytestconfig, spec.name, "vs-local")
+        failures = accuracy_runs.version_match(
+            spec, cand, lambda other: judge.tensor_level(other, run, accuracy_runs.profile, tolerance)[1]) + failures
         _fail(f"{spec.name} vs ONNX Runtime on {cand.artifact} ({tolerance.upper()} tolerance)", failures, table(stats))

@@ -30,6 +30,7 @@ def _set_latest(deployment, num_versions: int) -> None:
                              timeout=300)
     assert response.ok, f"setting latest{{{num_versions}}} on {deployment.model} failed: {response.text}"
     wait.ModelReady(deployment.model, timeout=300).wait_for(deployment.server)
+    deployment.reloaded()
 
 
 @pytest.mark.parametrize("policy", ["latest1", "latest2"])
