@@ -12,7 +12,7 @@ import time
 import pytest
 
 from harness.metrics.prometheus import parse
-from harness.operations.growth import Series
+from harness.operations.growth import Series, compute_apps
 from harness.operations.memory import parse_size
 from harness.operations.stages import breakdown, stage_series, warm_up
 from harness.paths import PROJECT_ROOT
@@ -132,3 +132,9 @@ def test_growth_is_the_slope_of_a_line_through_every_sample():
     step = Series("m stub (pid 1)", "RSS", requests, [100 * 2**20 + (8 * 2**20 if n > 500 else 0) for n in requests])
     assert step.slope() < 13 * 1024  # one 8 MiB arena step in 1,000 requests weighs ~12 KiB/request, not 8 MiB
     assert "m stub (pid 1) RSS 100 MiB -> 393 MiB: +300.0 KiB/request" == leak.line()
+
+
+def test_gpu_memory_per_process_is_read_from_nvidia_smi_rows():
+    rows = "4120, 1536\n4133, 812\n4120, 20\n4200, [N/A]\n"  # --query-compute-apps=pid,used_memory, noheader, nounits
+    assert compute_apps(rows) == {4120: 1556 * 2**20, 4133: 812 * 2**20}
+    assert compute_apps("") == {}

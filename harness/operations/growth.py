@@ -8,18 +8,19 @@ one-off allocator step (an arena doubling, a pool growing) weighs little beside 
 from __future__ import annotations
 
 import asyncio
-import shutil
+import math
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import psutil
 
+from harness.hostinfo import has_gpu
 from harness.operations.memory import human, stub_processes
 
-PROBE_REQUESTS = 2  # timed before committing to a model: its cost decides whether it fits the time budget
+PROBE_ROUNDS, PROBE_S = 10, 0.5  # a model's cost is measured before it is driven: it decides whether it fits the budget
 SAMPLES = 40  # memory readings over the measured requests
 
 
@@ -33,7 +34,7 @@ class Series:
     used: list[int] = field(default_factory=list)
 
     def slope(self) -> float:
-        """Bytes per request: the least-squares line's slope (0 for a process that stopped being sampled)."""
+        """Bytes per request: the least-squares line's slope (0 under 3 readings: a process that exited early)."""
         if len(self.requests) < 3:
             return 0.0
         return float(np.polyfit(np.asarray(self.requests, float), np.asarray(self.used, float), 1)[0])
@@ -60,15 +61,21 @@ class Growth:
 
 
 def gpu_memory_by_pid() -> dict[int, int]:
-    """Each compute process's GPU memory in bytes (summed over GPUs) from `nvidia-smi --query-compute-apps`;
-    {} where there is no nvidia-smi, or the driver does not say (`[N/A]`, as inside some containers)."""
-    if shutil.which("nvidia-smi") is None:
+    """Each compute process's GPU memory in bytes from `nvidia-smi --query-compute-apps`; {} on a host without
+    an NVIDIA driver."""
+    if not has_gpu():
         return {}
     try:
         listed = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
                                 capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired):
         return {}
+    return compute_apps(listed)
+
+
+def compute_apps(listed: str) -> dict[int, int]:
+    """pid -> bytes from nvidia-smi's `pid, used_memory` rows (MiB, no header, no units), summed over the GPUs a
+    process uses; a row whose memory the driver does not say (`[N/A]`: MIG, some containers) is left out."""
     used: dict[int, int] = {}
     for row in listed.splitlines():
         pid, _, mib = (cell.strip() for cell in row.partition(","))
@@ -116,31 +123,45 @@ async def _serve(client, count: int, concurrency: int) -> None:
 
 
 def probe(spec, concurrency: int) -> float:
-    """Seconds per request of `spec`'s model at `concurrency`: PROBE_REQUESTS timed after one untimed (the
-    first request an instance executes pays its start-up). A request answered with an error raises RuntimeError."""
+    """Seconds per request of `spec`'s model at `concurrency`, at best: the fastest of rounds of `concurrency`
+    requests (PROBE_ROUNDS, or as many as PROBE_S allows, 2 at least) after one untimed request. Optimistic on
+    purpose (a cold instance or a busy host only slows it down): it rules out what cannot fit the budget even
+    so; the warm-up's own pace decides the rest. A request answered with an error raises RuntimeError."""
 
     async def run() -> float:
         client = spec.build(concurrency)
         try:
             await _serve(client, 1, 1)
-            start = time.perf_counter()
-            await _serve(client, PROBE_REQUESTS, concurrency)
-            return (time.perf_counter() - start) / PROBE_REQUESTS
+            rounds, start = [], time.perf_counter()
+            while len(rounds) < 2 or (len(rounds) < PROBE_ROUNDS and time.perf_counter() - start < PROBE_S):
+                began = time.perf_counter()
+                await _serve(client, concurrency, concurrency)
+                rounds.append((time.perf_counter() - began) / concurrency)
+            return min(rounds)
         finally:
             await client.close()
 
     return asyncio.run(run())
 
 
-def measure(spec, warmup: int, requests: int, concurrency: int, sampler: Sampler) -> Growth:
+def measure(spec, warmup: int, requests: int, concurrency: int, sampler: Sampler, time_left_s: float) -> Growth | str:
     """Drives `spec`'s model with `concurrency` requests in flight: `warmup` requests unsampled (allocator
-    warm-up), then `requests` with `sampler` read every requests/SAMPLES."""
+    warm-up), then `requests` with `sampler` read every requests/SAMPLES. When the warm-up's second half says
+    the requests would take longer than what is left of `time_left_s`, returns why instead, unmeasured."""
+    model = spec.payload.model
 
-    async def run() -> Growth:
+    async def run() -> Growth | str:
         client = spec.build(concurrency)
         start = time.perf_counter()
         try:
-            await _serve(client, warmup, concurrency)
+            await _serve(client, warmup - warmup // 2, concurrency)
+            half = time.perf_counter()
+            await _serve(client, warmup // 2, concurrency)
+            each = (time.perf_counter() - half) / max(1, warmup // 2)
+            left = time_left_s - (time.perf_counter() - start)
+            if each * requests > left:
+                return (f"{model}: not measured, because after its warm-up a request takes {each * 1000:.0f} ms: "
+                        f"{requests:,} would take {each * requests:.0f} s, over the {max(left, 0):.0f} s left of --growth-budget")
             served, step = 0, max(1, requests // SAMPLES)
             sampler.sample(served)
             while served < requests:
@@ -148,7 +169,7 @@ def measure(spec, warmup: int, requests: int, concurrency: int, sampler: Sampler
                 await _serve(client, chunk, concurrency)
                 served += chunk
                 sampler.sample(served)
-            return Growth(spec.payload.model, warmup, requests, time.perf_counter() - start, list(sampler.series.values()))
+            return Growth(model, warmup, requests, time.perf_counter() - start, list(sampler.series.values()))
         finally:
             await client.close()
 
@@ -163,11 +184,19 @@ def stubs_of(configs: dict, model: str) -> set[str]:
     return {stub for step in config.ensemble_scheduling.step for stub in stubs_of(configs, step.model_name)}
 
 
+def smallest_output(config) -> str:
+    """The output with the fewest elements: the only one the client asks for, so that the time goes to the
+    model rather than to moving tensors nobody reads (the stub produces every output all the same; the
+    reference's yolo_preprocess returns 4.9 MB a request, half the time of its 1,200)."""
+    return min(config.output, key=lambda output: math.prod(abs(d) for d in output.dims)).name
+
+
 def survey(grpc_url: str, server_pid: int, repository: Path, models: list[str], warmup: int, requests: int,
            budget_s: float) -> tuple[list[Growth], list[str]]:
     """Each of `models` probed for its cost per request, then measured cheapest first while its projected
     time (warm-up and requests) fits what is left of `budget_s`, with as many requests in flight as it has
-    instances. Returns the measurements and a line per model (measured, or why not)."""
+    instances, asking for its smallest output. Returns the measurements and a line per model (measured, or
+    why not)."""
     from harness.load import ClientSpec, payload_from_config
     from harness.operations.cotenancy import instances
     from harness.repository.sizing import RequestTooLarge, Sizer, read_configs
@@ -177,25 +206,30 @@ def survey(grpc_url: str, server_pid: int, repository: Path, models: list[str], 
     specs, cost, notes = {}, {}, []
     for model in (m for m in models if m in configs):
         try:
-            specs[model] = ClientSpec("grpc", grpc_url, payload_from_config(configs[model], sizer=sizer))
+            payload = payload_from_config(configs[model], sizer=sizer)
+            if configs[model].output:
+                payload = replace(payload, outputs=(smallest_output(configs[model]),))
+            specs[model] = ClientSpec("grpc", grpc_url, payload)
             cost[model] = probe(specs[model], instances(configs[model]))
         except (RequestTooLarge, RuntimeError) as error:
             notes.append(f"{model}: not measured, because its request cannot be served: {error}")
     results, time_left = [], budget_s
     for model in sorted(cost, key=cost.get):
-        projected = cost[model] * (warmup + requests)
+        started, projected = time.perf_counter(), cost[model] * (warmup + requests)
         if projected > time_left:
-            notes.append(f"{model}: not measured, because a request takes {cost[model] * 1000:.0f} ms: "
-                         f"{warmup + requests:,} would take {projected:.0f} s, over the {time_left:.0f} s left "
-                         f"of the {budget_s:g} s budget (--growth-budget)")
+            notes.append(f"{model}: not measured, because a request takes {cost[model] * 1000:.0f} ms at best: "
+                         f"{warmup + requests:,} would take {projected:.0f} s, over the {max(time_left, 0):.0f} s left "
+                         f"of --growth-budget {budget_s:g}")
             continue
         try:
             growth = measure(specs[model], warmup, requests, instances(configs[model]),
-                             Sampler(server_pid, repository, stubs_of(configs, model)))
+                             Sampler(server_pid, repository, stubs_of(configs, model)), time_left)
         except RuntimeError as error:
-            notes.append(f"{model}: not measured, because a request failed under traffic: {error}")
+            growth = f"{model}: not measured, because a request failed under traffic: {error}"
+        time_left -= time.perf_counter() - started
+        if isinstance(growth, str):
+            notes.append(growth)
             continue
-        time_left -= growth.seconds
         results.append(growth)
         notes.append(f"{model}: {requests:,} requests after {warmup:,} ({growth.seconds:.1f} s): "
                      + "; ".join(s.line() for s in growth.series))
