@@ -124,7 +124,7 @@ async def _serve(client, count: int, concurrency: int) -> None:
 
 def probe(spec, concurrency: int) -> float:
     """Seconds per request of `spec`'s model at `concurrency`, at best: the fastest of rounds of `concurrency`
-    requests (PROBE_ROUNDS, or as many as PROBE_S allows, 2 at least) after one untimed request. Optimistic on
+    requests (PROBE_ROUNDS, or as many as PROBE_S allows, one at least) after one untimed request. Optimistic on
     purpose (a cold instance or a busy host only slows it down): it rules out what cannot fit the budget even
     so; the warm-up's own pace decides the rest. A request answered with an error raises RuntimeError."""
 
@@ -133,7 +133,7 @@ def probe(spec, concurrency: int) -> float:
         try:
             await _serve(client, 1, 1)
             rounds, start = [], time.perf_counter()
-            while len(rounds) < 2 or (len(rounds) < PROBE_ROUNDS and time.perf_counter() - start < PROBE_S):
+            while not rounds or (len(rounds) < PROBE_ROUNDS and time.perf_counter() - start < PROBE_S):
                 began = time.perf_counter()
                 await _serve(client, concurrency, concurrency)
                 rounds.append((time.perf_counter() - began) / concurrency)
