@@ -50,11 +50,9 @@ def per_request(nbytes: float) -> str:
 
 @dataclass
 class Growth:
-    model: str
-    warmup: int
-    requests: int
-    seconds: float
-    series: list[Series]
+    model: str  # the model driven
+    seconds: float  # its warm-up and measured requests
+    series: list[Series]  # the server's and its stubs' readings
 
     def over(self, bound: float) -> list[Series]:
         return [s for s in self.series if s.slope() > bound]
@@ -169,7 +167,7 @@ def measure(spec, warmup: int, requests: int, concurrency: int, sampler: Sampler
                 await _serve(client, chunk, concurrency)
                 served += chunk
                 sampler.sample(served)
-            return Growth(model, warmup, requests, time.perf_counter() - start, list(sampler.series.values()))
+            return Growth(model, time.perf_counter() - start, list(sampler.series.values()))
         finally:
             await client.close()
 
