@@ -41,7 +41,7 @@ def test_memory_does_not_grow_per_request(pytestconfig, triton_server, repositor
     record_property("memory_growth", {g.model: {f"{s.process} {s.kind}": {
         "bytes_per_request": round(s.slope()), "requests": s.requests, "bytes": s.used} for s in g.series} for g in results})
     if not results:
-        pytest.skip("not tested, because no model could be driven: " + "; ".join(notes))
+        pytest.skip("not tested, because no model could be driven: " + ("; ".join(notes) or "none is READY"))
     grown = [f"{series.line()} while {growth.model} was driven" for growth in results for series in growth.over(bound)]
     assert not grown, (
         f"memory grows per request (least-squares slope over {requests:,} requests after {warmup:,} of warm-up; "
