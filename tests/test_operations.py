@@ -1,8 +1,10 @@
-"""suites/operations passes the reference repository (stages, memory, co-tenancy) and flags each broken fixture in fixtures/operations/
-by the check meant for it, with the numbers; plus the stage-metric reader on exposition text."""
+"""suites/operations passes the reference repository (stages, memory, growth per request, co-tenancy) and flags each broken
+fixture in fixtures/operations/ by the check meant for it, with the numbers; fixtures/third_party does not grow; plus the
+stage-metric reader on exposition text and the growth slope on made-up samples."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -10,12 +12,15 @@ import time
 import pytest
 
 from harness.metrics.prometheus import parse
+from harness.operations.growth import Series, compute_apps
 from harness.operations.memory import parse_size
 from harness.operations.stages import breakdown, stage_series, warm_up
 from harness.paths import PROJECT_ROOT
+from tests.conftest import load_module
 
 SUITE = PROJECT_ROOT / "suites" / "operations"
 FIXTURES = PROJECT_ROOT / "fixtures" / "operations"
+THIRD_PARTY = PROJECT_ROOT / "fixtures" / "third_party"
 BUDGET = "--memory-budget=2GiB"  # the reference holds ~1.3 GiB on the CPU build once each model ran a batch, the fixture ~2.8 GiB
 
 
@@ -36,6 +41,8 @@ def test_reference_passes_with_its_stage_breakdown(tmp_path):
     assert all(model in costs for model in ("yolo_raw", "yolo_e2e", "yolo_preprocess", "yolo_postprocess")), costs
     assert "yolo_ensemble" not in costs, costs  # an ensemble holds no memory of its own
     assert "co-tenancy: yolo_raw p99" in result.stdout and "while yolo_e2e is saturated" in result.stdout
+    assert re.search(r"memory growth: yolo_preprocess: 1,000 requests after 200 \(.*yolo_preprocess stub \(pid \d+\) RSS",
+                     result.stdout), result.stdout[-4000:]
     assert (tmp_path / "operations_stages.png").stat().st_size > 0
     assert "yolo_e2e" in (tmp_path / "operations_stages.json").read_text()
 
@@ -55,6 +62,30 @@ def test_too_many_instances_exceed_the_memory_budget():
     assert "over the budget 2.00 GiB (--memory-budget 2GiB)" in result.stdout, result.stdout[-4000:]
     assert "yolo_raw: 2." in result.stdout and "GiB in 12 stub process(es)" in result.stdout, result.stdout[-4000:]
     assert "memory per model (unloaded alone, loaded again): yolo_raw 2." in result.stdout, result.stdout[-4000:]
+
+
+@pytest.mark.server
+def test_a_model_that_keeps_every_request_grows_per_request():
+    result = run_suite("--repo", str(FIXTURES / "keeps_every_request"), "-k", "growth")
+    assert result.returncode == 1, result.stdout[-4000:]
+    assert "FAILED suites/operations/test_growth.py::test_memory_does_not_grow_per_request" in result.stdout
+    grown = re.search(r"yolo_raw stub \(pid \d+\) RSS \d+ MiB -> \d+ MiB: \+(\d+\.\d) KiB/request while yolo_raw was driven",
+                      result.stdout)
+    assert grown and 250 < float(grown.group(1)) < 400, result.stdout[-4000:]  # ~310 KiB kept a request
+    assert "bound +64.0 KiB/request, --growth-bound 64KiB" in result.stdout, result.stdout[-4000:]
+    assert re.search(r"tritonserver \(pid \d+\) RSS", result.stdout) and "tritonserver (pid" not in grown.group(0)
+
+
+@pytest.mark.server
+def test_a_third_party_model_does_not_grow_per_request(tmp_path):
+    """fixtures/third_party's vendor_yolo at imgsz 160 (the reference ONNX re-shaped, no export), its 1,200 requests
+    given the time they need (~30-100 ms each on 2 cores: decode, numpy letterbox, ONNX Runtime, NMS)."""
+    build = load_module(THIRD_PARTY / "build.py")
+    repository = build.build(tmp_path / "models", build.reference_onnx(160), imgsz=160)
+    result = run_suite("--repo", str(repository), "-k", "growth", "--growth-budget=280")
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert re.search(r"memory growth: vendor_yolo: 1,000 requests after 200 .*vendor_yolo stub \(pid \d+\) RSS",
+                     result.stdout), result.stdout[-4000:]
 
 
 @pytest.mark.server
@@ -92,3 +123,18 @@ def test_warm_up_goes_on_until_as_many_requests_in_a_row_are_warm_as_there_are_i
     latencies = iter([0.08, 0.08, 0.005, 0.08, 0.005, 0.005, 0.005, 0.005, 0.005])  # a cold instance between warm ones
     assert warm_up(lambda: time.sleep(next(latencies)), count=3) == 7
     assert warm_up(lambda: time.sleep(0.2), count=100, cap_s=0.5) <= 3  # bounded in time, whatever the count
+
+
+def test_growth_is_the_slope_of_a_line_through_every_sample():
+    requests = list(range(0, 1001, 25))
+    leak = Series("m stub (pid 1)", "RSS", requests, [100 * 2**20 + 300 * 1024 * n for n in requests])
+    assert leak.slope() == pytest.approx(300 * 1024)
+    step = Series("m stub (pid 1)", "RSS", requests, [100 * 2**20 + (8 * 2**20 if n > 500 else 0) for n in requests])
+    assert step.slope() < 13 * 1024  # one 8 MiB arena step in 1,000 requests weighs ~12 KiB/request, not 8 MiB
+    assert "m stub (pid 1) RSS 100 MiB -> 393 MiB: +300.0 KiB/request" == leak.line()
+
+
+def test_gpu_memory_per_process_is_read_from_nvidia_smi_rows():
+    rows = "4120, 1536\n4133, 812\n4120, 20\n4200, [N/A]\n"  # --query-compute-apps=pid,used_memory, noheader, nounits
+    assert compute_apps(rows) == {4120: 1556 * 2**20, 4133: 812 * 2**20}
+    assert compute_apps("") == {}

@@ -87,12 +87,20 @@ def run_each_at_max_batch(grpc_url: str, repository: Path, models: list[str]) ->
     return problems
 
 
-def host_usage(server_pid: int, repository: Path) -> HostUsage:
-    root = psutil.Process(server_pid)
-    usage = HostUsage(root.memory_info().rss)
-    for child in root.children(recursive=True):
+def stub_processes(server_pid: int, repository: Path):
+    """(process, model) for every process the server started, alive when asked."""
+    for child in psutil.Process(server_pid).children(recursive=True):
         try:
-            rss, model = child.memory_info().rss, _model_of(child.cmdline(), repository.resolve())
+            yield child, _model_of(child.cmdline(), repository.resolve())
+        except psutil.NoSuchProcess:
+            continue
+
+
+def host_usage(server_pid: int, repository: Path) -> HostUsage:
+    usage = HostUsage(psutil.Process(server_pid).memory_info().rss)
+    for child, model in stub_processes(server_pid, repository):
+        try:
+            rss = child.memory_info().rss
         except psutil.NoSuchProcess:
             continue
         usage.per_model[model] = usage.per_model.get(model, 0) + rss

@@ -22,3 +22,13 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--cotenancy-trials", type=int, default=int(os.environ.get("YTS_COTENANCY_TRIALS", "2")),
                     metavar="N", help="measure co-tenancy up to N times while the ratio is over the bound; the best "
                                       "trial decides (default 2: one re-measurement of a noisy result)")
+    group.addoption("--growth-bound", default=os.environ.get("YTS_GROWTH_BOUND", "64KiB"), metavar="SIZE",
+                    help="the most memory a process may grow by per request under steady traffic, after a warm-up "
+                         "(the slope of its memory against requests served; default 64KiB: 4.4x the most the "
+                         "reference grew, a fifth of a raw model keeping each output)")
+    group.addoption("--growth-requests", type=int, default=int(os.environ.get("YTS_GROWTH_REQUESTS", "0")) or None,
+                    metavar="N", help="requests measured per model for memory growth (default 1000 on a CPU host, "
+                                      "5000 where the server's processes hold GPU memory)")
+    group.addoption("--growth-budget", type=float, default=float(os.environ.get("YTS_GROWTH_BUDGET", "30")),
+                    metavar="S", help="seconds of traffic for the memory-growth check: models are driven cheapest "
+                                      "first while they fit (default 30)")
