@@ -45,7 +45,7 @@ def version_artifacts(repository: Path, name: str) -> dict[int, Path]:
     model_dir = Path(repository) / name
     versions = sorted((int(d.name), d) for d in model_dir.iterdir() if d.is_dir() and d.name.isdigit()) \
         if model_dir.is_dir() else []
-    own = {number: sorted(folder.glob("*.onnx"))[0] for number, folder in versions if any(folder.glob("*.onnx"))}
+    own = {number: found[0] for number, folder in versions if (found := sorted(folder.glob("*.onnx")))}
     if own or not (model_dir / "config.pbtxt").is_file():
         return own
     for step in completed_config(model_dir).ensemble_scheduling.step:

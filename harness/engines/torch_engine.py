@@ -214,7 +214,7 @@ class _ShapePlan:
         values[self.input_name] = torch.zeros(shape, device=engine.device, dtype=engine._float)
         dynamic = {self.input_name}
         kept = []
-        last_read = {name: index for index, (_, _, in_names, _) in enumerate(engine._nodes) for name in in_names}
+        last_read = _last_use(engine._nodes)
         with torch.inference_mode():
             for index, node in enumerate(engine._nodes):
                 op_type, attrs, in_names, out_names = node
@@ -231,10 +231,7 @@ class _ShapePlan:
         if self.output_name not in dynamic:
             raise ValueError(f"{engine.path.name}: output {self.output_name} does not depend on input {self.input_name}")
         kept = _fuse_silu(kept, self.output_name)
-        last_use = {}
-        for index, (_, _, in_names, _) in enumerate(kept):
-            for name in in_names:
-                last_use[name] = index
+        last_use = _last_use(kept)
         self.steps = []
         for index, (op_type, attrs, in_names, out_names) in enumerate(kept):
             bound = []
@@ -258,6 +255,11 @@ class _ShapePlan:
                 del values[name]
             _store(values, out_names, result)
         return values[self.output_name]
+
+
+def _last_use(nodes: list) -> dict[str, int]:
+    """value name -> index of the last node that reads it."""
+    return {name: index for index, (_, _, in_names, _) in enumerate(nodes) for name in in_names}
 
 
 def _fuse_silu(nodes: list, output_name: str) -> list:

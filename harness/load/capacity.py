@@ -12,6 +12,7 @@ core, the next points get twice the processes (up to `max_processes`): the clien
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -56,7 +57,7 @@ class Capacity:
 
     def to_dict(self) -> dict:
         knee = self.knee
-        return {"stopped": self.stopped, "budget_ms": self.budget_ms,
+        return {"stopped": self.stopped, "budget_ms": self.budget_ms if math.isfinite(self.budget_ms) else None,
                 "saturating_concurrency": self.saturating.concurrency, "saturated_throughput": self.best.throughput,
                 "knee": knee.to_dict() if knee else None, "points": [p.to_dict() for p in self.points]}
 

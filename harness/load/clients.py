@@ -49,13 +49,13 @@ class GrpcClient(LoadClient):
 
     METHOD = "/inference.GRPCInferenceService/ModelInfer"
 
-    def __init__(self, url: str, payload: Payload, timeout_s: float):
+    def __init__(self, url: str, payload: Payload, timeout_s: float, region: str | None = None):
         import grpc
 
         self._channel = grpc.aio.insecure_channel(url, options=[("grpc.max_send_message_length", -1),
                                                                 ("grpc.max_receive_message_length", -1)])
         self._infer = self._channel.unary_unary(self.METHOD)  # no serializers: bytes out, bytes back
-        self._body = infer_request(payload).SerializeToString()
+        self._body = infer_request(payload, region).SerializeToString()
         self._timeout = timeout_s
         self._rpc_error = grpc.aio.AioRpcError
 
@@ -95,6 +95,9 @@ def infer_request(payload: Payload, region: str | None = None):
     return request
 
 
+UNREGISTER_ATTEMPTS = 100  # x 0.1 s: requests the load left outstanding hold a region until they finish
+
+
 class SharedMemoryGrpcClient(GrpcClient):
     """perf_analyzer's `--shared-memory system`: the input tensors are written once into a POSIX shared-memory
     region registered with the server, and each request names it instead of carrying the bytes — a raw
@@ -109,16 +112,20 @@ class SharedMemoryGrpcClient(GrpcClient):
         import tritonclient.grpc as grpcclient
         import tritonclient.utils.shared_memory as shm
 
-        super().__init__(url, payload, timeout_s)
         arrays = [np.ascontiguousarray(t.array) for t in payload.tensors if t.datatype != "BYTES"]
         size = sum(a.nbytes for a in arrays)
         self._name = f"yts-load-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._shm = shm
         self._region = shm.create_shared_memory_region(self._name, f"/{self._name}", size)
-        shm.set_shared_memory_region(self._region, arrays)
         self._control = grpcclient.InferenceServerClient(url)
-        self._control.register_system_shared_memory(self._name, f"/{self._name}", size)
-        self._body = infer_request(payload, region=self._name).SerializeToString()
+        try:
+            shm.set_shared_memory_region(self._region, arrays)
+            self._control.register_system_shared_memory(self._name, f"/{self._name}", size)
+        except BaseException:  # nothing is left behind by a client that never ran
+            self._control.close()
+            shm.destroy_shared_memory_region(self._region)
+            raise
+        super().__init__(url, payload, timeout_s, region=self._name)
 
     async def close(self) -> None:
         """Unregister once the server is done with the region: requests the load left outstanding still
@@ -139,8 +146,6 @@ class SharedMemoryGrpcClient(GrpcClient):
             self._control.close()
             self._shm.destroy_shared_memory_region(self._region)
 
-
-UNREGISTER_ATTEMPTS = 100  # x 0.1 s
 
 
 class HttpClient(LoadClient):

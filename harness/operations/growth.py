@@ -18,6 +18,7 @@ import numpy as np
 import psutil
 
 from harness.hostinfo import has_gpu
+from harness.load.batching import is_ensemble
 from harness.operations.memory import human, stub_processes
 
 PROBE_ROUNDS, PROBE_S = 10, 0.5  # a model's cost is measured before it is driven: it decides whether it fits the budget
@@ -177,7 +178,7 @@ def measure(spec, warmup: int, requests: int, concurrency: int, sampler: Sampler
 def stubs_of(configs: dict, model: str) -> set[str]:
     """The models whose stubs serve `model`'s requests: itself, or an ensemble's steps (nested ones followed)."""
     config = configs.get(model)
-    if config is None or config.platform != "ensemble":
+    if config is None or not is_ensemble(config):
         return {model}
     return {stub for step in config.ensemble_scheduling.step for stub in stubs_of(configs, step.model_name)}
 

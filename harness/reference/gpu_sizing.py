@@ -109,7 +109,9 @@ def measure(onnx_path: Path, imgsz: int, graph_batches: list[int], max_batch: in
 
 
 def _probe(onnx_path: str, imgsz: int, graph_batches: list[int], max_batch: int) -> None:
-    """Child: what one yolo_e2e instance holds on the GPU, held until the parent has read the card."""
+    """Child: what the costlier of the two instances holds on the GPU — yolo_raw's graph sizes (the build
+    passes all nine) with yolo_e2e's letterbox buffers: one figure for both, an upper bound for each — held
+    until the parent has read the card."""
     import torch  # noqa: PLC0415
 
     from harness.engines.torch_engine import TorchEngine

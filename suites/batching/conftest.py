@@ -5,6 +5,7 @@ plugin, so they work with a bare `pytest --benchmark-only` too."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -248,11 +249,13 @@ class BatchingBench:
                 return Point(concurrency, processes, result.throughput, result.latency_ms["p99"], result.client_cpu,
                              {**sweep_point(result, model), "raw": str(raw)})
 
-            # a certification run needs every request answered up to the batcher's own range; finding the
-            # capacity is a measurement (--benchmark-only)
-            ceiling = self.option("--batching-max-sweep-concurrency") if self.option("benchmark_only") else \
+            # finding the capacity is a measurement (--benchmark-only); a certification run needs every request
+            # answered up to the batcher's own range, whatever the latency there (no budget stops it)
+            measuring = self.option("benchmark_only")
+            ceiling = self.option("--batching-max-sweep-concurrency") if measuring else \
                 load_concurrency(self.configs[model], cap=self.option("--batching-max-concurrency"))
-            self._capacities[model] = find_capacity(point, self.option("--latency-budget-ms"), ceiling,
+            budget = self.option("--latency-budget-ms") if measuring else math.inf
+            self._capacities[model] = find_capacity(point, budget, ceiling,
                                                     max_processes=max(self.option("--batching-processes"), MAX_PROCESSES),
                                                     start=1)
         return self._capacities[model]

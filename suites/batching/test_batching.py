@@ -135,8 +135,8 @@ def test_concurrency_sweep(benchmark, bench, model, record_property):
     extra = {"sweep": points, "capacity": found, "raw": [p["raw"] for p in points]}
     bound = bench.option("--batching-latency-bound-ms")
     if bound:
-        spec = ClientSpec(bench.option("--batching-protocol"), bench.url(bench.option("--batching-protocol")),
-                          bench.payload(model))
+        protocol = bench.option("--batching-protocol")
+        spec = ClientSpec(protocol, bench.url(protocol), bench.payload(model), shared_memory=bench.shared_memory(model, protocol))
         best, tried = search_latency_bound(spec, bench.settings(1), bound, max_concurrency=capacity.best.concurrency * 4,
                                            run=bench.run)
         extra["latency_bound"] = {"p99_bound_ms": bound, "best": summary(best) if best else None,
