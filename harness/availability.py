@@ -13,6 +13,7 @@ repeated per check as an error."""
 
 from __future__ import annotations
 
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -82,25 +83,42 @@ def load_failures(config: pytest.Config) -> dict[str, tuple[str, bool]]:
 def record_load_failures(config: pytest.Config, repository: Path, errors: dict[str, str]) -> None:
     """Models that failed to load (model -> Triton's reason): each environment cause (harness.environment)
     becomes the host's, any other stays the model's own; an ensemble over a step that failed for the host
-    is the host's too. Recorded once: the first reason learnt stands."""
-    from harness.checks.model import completed_config
+    is the host's too, so steps are judged before the ensembles over them (never in name order). Recorded
+    once: the first reason learnt stands."""
     from harness.environment import environment_cause
-    from harness.repository.config import ConfigError
 
     failures = load_failures(config)
-    for model, triton_reason in sorted(errors.items()):
+    steps = {model: _steps(Path(repository) / model) for model in errors}
+    for model in _steps_first(steps):
         if model in failures:
             continue
-        cause = environment_cause(Path(repository) / model, triton_reason)
-        try:
-            steps = [s.model_name for s in completed_config(Path(repository) / model).ensemble_scheduling.step]
-        except (ConfigError, OSError):
-            steps = []
-        host_steps = [step for step in steps if failures.get(step, ("", False))[1]]
+        cause = environment_cause(Path(repository) / model, errors[model])
+        host_steps = [step for step in steps[model] if failures.get(step, ("", False))[1]]
         if cause is None and host_steps:
             cause = f"{model} needs its step {host_steps[0]!r}, which cannot load here: {failures[host_steps[0]][0]}"
-        failures[model] = (cause, True) if cause else (_first_line(triton_reason), False)
+        failures[model] = (cause, True) if cause else (_first_line(errors[model]), False)
     _report(config)
+
+
+def _steps(model_dir: Path) -> list[str]:
+    """The models an ensemble's steps name, as Triton completes its config (none for any other model)."""
+    from harness.checks.model import completed_config
+    from harness.repository.config import ConfigError
+
+    try:
+        return [s.model_name for s in completed_config(model_dir).ensemble_scheduling.step]
+    except (ConfigError, OSError):
+        return []
+
+
+def _steps_first(steps: dict[str, list[str]]) -> list[str]:
+    """The failed models in an order where each comes after the failed steps it runs (a cycle, which
+    Triton refuses anyway, in name order)."""
+    graph = {model: sorted(s for s in model_steps if s in steps) for model, model_steps in sorted(steps.items())}
+    try:
+        return list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError:
+        return sorted(steps)
 
 
 def _first_line(text: str) -> str:

@@ -257,3 +257,26 @@ def test_a_run_that_served_nothing_of_the_repository_is_never_certified(tmp_path
     assert report["models"]["(repository)"] == {"protocol": {"passed": 1}}  # its paths, read from its files
     # even a profile that accepts partial coverage does not certify a run that tested nothing
     assert gate.judge(report, {**gate.load_profile("certified"), "accept_partial": True}).exit_status == 1
+
+
+def test_an_ensemble_over_a_step_the_host_cannot_load_is_the_hosts_whatever_its_name(tmp_path):
+    """An ensemble named before its step ("detect" < "vendor_detector") whose load failed with it: the step's
+    environment cause is judged first, so the ensemble is the host's too (not tested on this host), never
+    blamed for its own fault — the verdict PARTIAL, not NOT CERTIFIED."""
+    from harness.availability import load_failures, record_load_failures
+
+    repository = tmp_path / "models"
+    write_config(repository / "vendor_detector", read_config(FIXTURES / "needs_module" / "vendor_detector"))
+    ensemble = read_config(FIXTURES / "host_limited" / "yolo_ensemble")
+    ensemble.name = "detect"
+    ensemble.ensemble_scheduling.step[1].model_name = "vendor_detector"
+    write_config(repository / "detect", ensemble)
+    (repository / "detect" / "1").mkdir()
+    config = type("Config", (), {"stash": pytest.Stash()})()
+    record_load_failures(config, repository, {
+        "detect": "Internal: ensemble 'detect' depends on 'vendor_detector' which has no loaded version",
+        "vendor_detector": "Internal: ModuleNotFoundError: No module named 'yolo_vendor_ops'\n\nAt: model.py(3)"})
+    failures = load_failures(config)
+    assert failures["vendor_detector"][1] is True and "needs module 'yolo_vendor_ops'" in failures["vendor_detector"][0]
+    assert failures["detect"] == (
+        f"detect needs its step 'vendor_detector', which cannot load here: {failures['vendor_detector'][0]}", True)

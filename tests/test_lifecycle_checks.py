@@ -42,6 +42,17 @@ def test_new_version_never_answering_fails():
     assert problems and "version 2 never answered" in problems[0]
 
 
+def test_new_version_never_answering_is_named_even_when_some_requests_failed():
+    """One failed request after the load is no_failures' cause; the old version answering the rest is
+    switch_over's, and is still named (silent only when every request after the load failed)."""
+    record = _record([(0.1 * i, "1") for i in range(30)] + [(1.05, "[StatusCode.UNAVAILABLE] overloaded")])
+    problems, _ = checks.switch_over(record, "1", "2", 1.0, bound_s=0.5)
+    assert problems and "version 2 never answered" in problems[0]
+    all_failed = _record([(0.1 * i, "1") for i in range(10)] + [(1.0 + 0.1 * i, "[StatusCode.UNAVAILABLE] x")
+                                                             for i in range(5)])
+    assert checks.switch_over(all_failed, "1", "2", 1.0, bound_s=0.5)[0] == []
+
+
 def test_too_short_tail_fails():
     problems, _ = checks.switch_over(_clean(n_tail=5), "1", "2", 1.0, bound_s=0.5)
     assert any("only 5 answers after the switch-over" in p for p in problems), problems

@@ -65,6 +65,21 @@ def test_untested_required_check_is_not_certified():
     assert gate.judge(report, {"required": ["suites/config/*"], "allowed_not_tested": ["*test_a"]}).certified
 
 
+def test_coverage_without_the_repositorys_list_never_counts_below_zero():
+    """A report that does not list the repository's models (an older one, a repository that could not be
+    read) says how many models were not tested, never "tested -1 of 0"; with the list, nothing tested is
+    never certified, whatever the profile accepts."""
+    check = {"id": "suites/protocol/test_x.py::test_a", "suite": "protocol", "verdict": "passed", "message": "",
+             "values": {}}
+    report = {"checks": [check], "not_servable_here": {"yolo": "yolo needs a GPU; run on a GPU host"}}
+    profile = {"required": ["suites/protocol/*"], "accept_partial": True}
+    verdict = gate.judge(report, profile)
+    assert verdict.coverage == "1 models not tested" and "-1" not in verdict.line(), verdict.line()
+    assert verdict.line().startswith("CERTIFIED for what could be tested here (PARTIAL, accepted by the profile)")
+    listed = gate.judge({**report, "repository_models": ["yolo"]}, profile)
+    assert not listed.certified and listed.nothing_tested and "(tested 0 of 1 models)" in listed.line()
+
+
 def test_missing_optional_tool_is_listed_and_does_not_block(pytester, tmp_path):
     """A required check that needs an absent optional tool (wrk) is "not tested here", with how to install
     it, and the run is still certified (issue #22 item 8)."""

@@ -113,8 +113,9 @@ def switch_over(record: Record, old: str, new: str, loaded_at: float, bound_s: f
         if new_answers else float("nan"),
     }
     if not new_answers:
-        if any(not r.ok and r.sent >= loaded_at for r in record.responses):
-            return [], numbers  # its requests failed: no_failures names that cause, once
+        after = [r for r in record.responses if r.sent >= loaded_at]
+        if after and not any(r.ok for r in after):
+            return [], numbers  # every request after the load failed: no_failures names that cause, once
         return [f"version {new} never answered an unversioned request after its load returned "
                 f"({len(answered)} answers, versions {dict(record.per_version())})"], numbers
     problems = []

@@ -52,7 +52,14 @@ class Verdict:
         return {m: r for m, r in self.not_servable.items() if m in self.repository_models or not self.repository_models}
 
     @property
+    def nothing_tested(self) -> bool:
+        """No model of the repository was tested (known only where the report lists its models)."""
+        return bool(self.repository_models) and len(self.not_tested_models) == len(self.repository_models)
+
+    @property
     def coverage(self) -> str:
+        if not self.repository_models:  # a report without the repository's list: the count is all it can say
+            return f"{len(self.not_tested_models)} models not tested"
         tested = len(self.repository_models) - len(self.not_tested_models)
         return f"tested {tested} of {len(self.repository_models)} models"
 
@@ -94,7 +101,7 @@ class Verdict:
         causes = [f"{len(self.failing)} required check(s) failed"] if self.failing else []
         if self.untested:
             causes.append(f"{len(self.untested)} required check(s) not tested")
-        if self.repository_models and len(self.not_tested_models) == len(self.repository_models):
+        if self.nothing_tested:
             causes.append(f"no model of the repository was tested ({self.coverage}){not_tested}")
         elif self.strict and (self.not_servable or self.host_limited):
             causes.append("strict: not tested on this host: " + "; ".join(self._not_servable_names()))
@@ -168,22 +175,20 @@ def judge(report: dict | Path, profile: dict, strict: bool | None = None) -> Ver
     host_limited = [c for c in not_tested if c.get("host_limited")]
     untested = [c for c in not_tested if c not in here and c not in host_limited
                 and not _matches(c["id"], profile.get("allowed_not_tested", []))]
-    not_servable = {m: r for m, r in report.get("not_servable_here", {}).items() if m not in skipped}
-    models = [m for m in report.get("repository_models", []) if m not in skipped]
-    accept_partial = bool(profile.get("accept_partial", False))
-    untested_models = [m for m in not_servable if m in models or not models]
-    nothing_tested = bool(models) and len(untested_models) == len(models)
-    passing = bool(required) and not failing and not untested and not nothing_tested
-    partial = passing and bool(untested_models) and (strict or not accept_partial)
-    certified = passing and not partial and not (strict and host_limited)
     if not required:
         failing = [{"id": "(profile)", "verdict": "failed", "message": "no required check ran at all"}]
-    incomplete = _incomplete(report)
-    ran = dict(Counter(c["verdict"] for c in report["checks"]).most_common())
-    return Verdict(certified and incomplete is None, failing, untested, here, incomplete, ran,
-                   not_servable, host_limited, strict, report.get("models", {}), sorted(skipped),
-                   repository_models=models, partial=partial and incomplete is None, by_design=by_design,
-                   accept_partial=accept_partial)
+    verdict = Verdict(
+        False, failing, untested, here, _incomplete(report),
+        dict(Counter(c["verdict"] for c in report["checks"]).most_common()),
+        {m: r for m, r in report.get("not_servable_here", {}).items() if m not in skipped}, host_limited, strict,
+        report.get("models", {}), sorted(skipped),
+        repository_models=[m for m in report.get("repository_models", []) if m not in skipped],
+        by_design=by_design, accept_partial=bool(profile.get("accept_partial", False)))
+    passing = bool(required) and not failing and not untested and not verdict.nothing_tested
+    partial = passing and bool(verdict.not_tested_models) and (strict or not verdict.accept_partial)
+    verdict.partial = partial and verdict.incomplete is None
+    verdict.certified = passing and not partial and not (strict and host_limited) and verdict.incomplete is None
+    return verdict
 
 
 def _incomplete(report: dict) -> str | None:
