@@ -18,7 +18,7 @@ conformance: venv
 	$(VENV)/bin/pytest suites $(ARGS)
 
 test: venv
-	$(VENV)/bin/pytest tests $(ARGS)
+	$(VENV)/bin/pytest tests --durations=15 $(ARGS)
 
 clean:
 	rm -rf $(VENV) .cache

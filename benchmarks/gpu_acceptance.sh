@@ -23,7 +23,7 @@ trap finish EXIT
 export YTS_CACHE=${YTS_CACHE:-/tmp/yts-cache} YTS_GPU_SETUP_LOG="$WORK/setup.log"
 case $WHAT in
   certify)
-    timeout -s INT -k 20 "${YTS_ACCEPTANCE_S:-560}" bash benchmarks/gpu_env.sh bash -c "time yts certify --report-dir $WORK/report -- --durations=40" \
+    timeout -s INT -k 20 "${YTS_ACCEPTANCE_S:-560}" bash benchmarks/gpu_env.sh bash -c "time yts certify --report-dir $WORK/report -- --durations=40 --triton-log-dir $WORK/logs" \
       2>&1 | tee "$OUT/log.txt"; rc=${PIPESTATUS[0]} ;;
   benchmark)
     MPS=(); command -v nvidia-cuda-mps-control >/dev/null && MPS=(bash benchmarks/mps.sh)

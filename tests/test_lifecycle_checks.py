@@ -198,3 +198,14 @@ def test_traffic_counts_each_answer_as_it_comes_back(tmp_path):
         answered = traffic.record.responses
     assert not traffic.record.failed, traffic.record.failed[:3]
     assert count <= len(answered) <= count + 2 * clients, f"{len(answered)} answers recorded after wait_for({count})"
+
+
+def test_traffic_waits_for_answers_after_the_switch_not_after_the_post():
+    """The tail under_traffic waits for is what switch_over judges: requests sent after the last one the old
+    version answered (here 0.3 s after the load returned), failed ones included so a broken model ends it."""
+    from harness.lifecycle.scenario import settled_after
+
+    record = _record([(0.5, "1"), (1.1, "2"), (1.2, "1"), (1.3, "1"), (1.35, "2"), (1.4, "2"),
+                      (1.5, "[StatusCode.UNAVAILABLE] x")])
+    assert settled_after(record, 1.0) == 3  # 1.35, 1.4 and the failed 1.5: after the old version's last (1.3)
+    assert settled_after(_record([(1.0 + 0.1 * i, "[StatusCode.UNAVAILABLE] x") for i in range(1, 6)]), 1.0) == 5

@@ -171,6 +171,12 @@ class ArtifactCache:
         artifact_name = "model.plan" if spec.tensorrt else "model.onnx"
         if (folder / "build.json").exists():
             return Artifact(spec, folder / artifact_name, key, built=False, seconds=0.0)
+        with paths.one_builder(folder):
+            if (folder / "build.json").exists():  # built by the run we waited for
+                return Artifact(spec, folder / artifact_name, key, built=False, seconds=0.0)
+            return self._build(spec, key, inputs, folder, artifact_name)
+
+    def _build(self, spec: VariantSpec, key: str, inputs: dict, folder: Path, artifact_name: str) -> Artifact:
         started = time.perf_counter()
         task = self.progress.add_task(f"building {spec.name}", total=None) if self.progress else None
         tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}-", dir=self.root))

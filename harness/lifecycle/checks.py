@@ -14,6 +14,7 @@ TRANSIENT_ERRORS = re.compile(
     r"has no available versions|Request for unknown model|is not found|is not ready|not at ready state"
     r"|unavailable|UNAVAILABLE"
 )
+MIN_TAIL = 100  # answers after a switch-over that make "only the new version answers" a measurement
 
 
 def _example(response: Response, t0: float) -> str:
@@ -96,7 +97,7 @@ def only_versions(record: Record, allowed: set[str], during: str) -> list[str]:
 
 
 def switch_over(record: Record, old: str, new: str, loaded_at: float, bound_s: float,
-                min_tail: int = 100) -> tuple[list[str], dict[str, float]]:
+                min_tail: int = MIN_TAIL) -> tuple[list[str], dict[str, float]]:
     """Triton routes a request when it arrives: once the load returned, new requests go to the new
     version and the old one only finishes what it had queued. So: the last request the old version
     answered was sent within `bound_s` of the load returning (the cut-over), every request sent after

@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from harness.lifecycle.checks import ready_mark
+from harness.lifecycle.checks import MIN_TAIL, ready_mark
 from harness.lifecycle.readiness import ReadinessProbe
 from harness.lifecycle.traffic import FLOWING, Record, Traffic
 
@@ -32,10 +32,10 @@ class Outcome:
 
 
 def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead_s: float = 1.0,
-                  tail_s: float = 1.5, min_after: int = 150, max_tail_s: float = 60.0) -> Outcome:
+                  tail_s: float = 1.5, min_after: int = MIN_TAIL + 10, max_tail_s: float = 60.0) -> Outcome:
     """The action comes once traffic flows (Traffic.wait_flowing) and `lead_s` has passed; traffic runs
-    `tail_s` after it returns, longer (up to `max_tail_s`) until `min_after` requests sent after it were
-    answered: a slow model's verdict needs as many answers as a fast one's. The version unversioned requests
+    `tail_s` after it returns, longer (up to `max_tail_s`) until `min_after` requests sent after the switch
+    came back (settled_after): a slow model's verdict needs as many answers as a fast one's, and no more. The version unversioned requests
     reach is marked with when it was (re)loaded, and so is one the action brought READY, so that requests
     failing right after a version reported READY are told apart from what the action did (checks.no_failures)."""
     traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=clients)
@@ -64,6 +64,15 @@ def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead
         for other in dependents.values():
             other.mark("load returned")
         time.sleep(tail_s)
-        traffic.wait_until(lambda r: sum(x.sent > returned for x in r.responses) >= min_after,
-                           max(0.0, max_tail_s - tail_s))
+        traffic.wait_until(lambda r: settled_after(r, returned) >= min_after, max(0.0, max_tail_s - tail_s))
     return Outcome(traffic.record, result, probe, {name: other.record for name, other in dependents.items()})
+
+
+def settled_after(record: Record, returned: float) -> int:
+    """Requests that came back (answered or failed) sent after the switch: after the action returned and after
+    the last request a version other than the one answering now answered — what checks.switch_over counts."""
+    answered = sorted((r for r in record.responses if r.ok and r.sent > returned), key=lambda r: r.done)
+    cut = returned
+    if answered:
+        cut = max((r.sent for r in answered if r.version != answered[-1].version), default=returned)
+    return sum(r.sent > cut for r in record.responses)

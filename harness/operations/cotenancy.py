@@ -14,6 +14,7 @@ from harness.repository.sizing import Sizer, read_configs
 PROBE = LoadSettings(concurrency=1, window_s=1.0, warmup_s=0.3, stability_count=1, max_windows=1)
 LIGHT_LOAD = 0.3  # the light stream keeps its model this busy: steady, never queued behind itself
 MIN_SAMPLES = 60  # requests per phase, so that p99 is not simply the one slowest request
+LEAD_S = 0.5  # the heavy loop runs this long before the light stream starts beside it
 
 
 def instances(config) -> int:
@@ -64,13 +65,15 @@ def measure(grpc_url: str, repository: Path, heavy: str, light: str) -> CoTenanc
     steady = LoadSettings(mode="constant", rate=rate, window_s=max(1.5, 3 * one, MIN_SAMPLES / 2 / rate),
                           warmup_s=0.5, stability_count=2, max_windows=2)
     solo = run_load(spec(light), steady)
-    saturate = LoadSettings(concurrency=2 * instances(configs[heavy]), window_s=steady.window_s, warmup_s=0.5,
-                            stability_count=3, max_windows=3)
+    # the heavy loop starts LEAD_S before the light stream and measures exactly the light stream's windows
+    # (its warm-up covers the light one's), so it stops when they end: no window runs for nobody
+    saturate = LoadSettings(concurrency=2 * instances(configs[heavy]), window_s=steady.window_s,
+                            warmup_s=LEAD_S + steady.warmup_s, stability_count=2, max_windows=2)
     heavy_result: list = []
     thread = threading.Thread(target=lambda: heavy_result.append(run_load(spec(heavy), saturate)), daemon=True)
     thread.start()
     try:
-        threading.Event().wait(saturate.warmup_s)
+        threading.Event().wait(LEAD_S)
         shared = run_load(spec(light), steady)
     finally:
         thread.join(timeout=60)

@@ -39,6 +39,9 @@ class Endpoints:
         return f"http://{self.http}"
 
 
+EXIT_TIMEOUT_S = 5  # seconds Triton waits for its models to unload when asked to stop
+
+
 @dataclass
 class ServerSettings:
     """What every launcher is asked for; each maps it onto its own mechanics."""
@@ -70,6 +73,9 @@ class ServerSettings:
             # Stay up when a model fails so the repository index can tell why (not a bare exit).
             "--exit-on-error=false",
             "--strict-readiness=true",
+            # At stop no request is in flight: Triton's default 30 s wait for live models only measures how
+            # long GPU stubs take to go (the session server took 30.3 s to stop on an H100); what is left is killed.
+            f"--exit-timeout-secs={EXIT_TIMEOUT_S}",
             f"--log-verbose={self.log_verbose}",
         ]
         if self.model_control == "explicit":

@@ -91,8 +91,7 @@ def deployment(pytestconfig, repository_source, manifest):
         configs = read_configs(scratch)
         dependents = tuple(e for e in dependent_ensembles(configs, model) if e not in unloadable and not manifest.skipped(e))
         deployment = Deployment(
-            lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=load,
-                                 extra_args=("--exit-timeout-secs=5",)),  # restarts: don't wait 30 s
+            lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=load),
             scratch, model, driver_class, dependents, manifest)
         if model not in load_failures(pytestconfig) and not set(dependents) & set(load_failures(pytestconfig)):
             break
