@@ -1,7 +1,7 @@
 """yolo_e2e's saturated throughput measured by a client other than the suite's, so the batching suite's
 figure can be checked in the same call (issue 31: `pytest suites --benchmark-only`'s saturated throughput
 within 10 % of this). Independent where it matters: tritonclient's own asyncio gRPC client (InferInput,
-`infer`: a request built per call, every reply decoded), in processes and coroutines of its own, counted by
+`infer`: a request built per call, every reply parsed), in processes and coroutines of its own, counted by
 the client and, over the same window, by Triton's statistics (successful requests); nothing of harness.load
 measures here. What it shares with the suite is what must be the same to compare: the served deployment
 (the reference build for this host, harness.reference, started by harness.servers) and the request
