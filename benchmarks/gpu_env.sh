@@ -12,9 +12,9 @@
 #   .gpu/server.tar.xz    from nvidia-pytriton 0.7.0: pytriton/tritonserver/{bin,backends},
 #                         python_backend_stubs/3.12, nvidia_pytriton.libs minus libpython3*, an empty
 #                         pytriton/__init__.py
-#   optional: .gpu/torchvision.tar.xz (used when the machine has no torchvision), .gpu/cudnn_fe.tar.xz (the
-#   fusion probe), .gpu/wrk.tar.xz (wrk for the generator-fidelity check), .gpu/fallback.tar.xz (grpcio and
-#   protobuf, unpacked only when the machine's are too old for tritonclient's generated code)
+#   optional: .gpu/torchvision.tar.xz (used when the machine has no torchvision), .gpu/cudnn_fe.tar.xz
+#   (benchmarks/probes/fusion.py), .gpu/wrk.tar.xz (wrk for the generator-fidelity check), .gpu/fallback.tar.xz
+#   (grpcio and protobuf, unpacked only when the machine's are too old for tritonclient's generated code)
 # Why a venv: the Python backend stub returns empty tensors under numpy 2 (shared/PLATFORM.md) and embeds
 # the first python3 on PATH; ProcessServer puts sys.executable's folder first. The machine's python is
 # itself a venv: a venv made from it sees only the base interpreter's site-packages, so a .pth adds the

@@ -25,7 +25,7 @@ done
 # torchvision 0.26.0 is the build for the machine's torch 2.11 (cu130; it bundles nvJPEG): unpacked only
 # when the machine has no torchvision of its own
 mkdir -p "$STAGE/tv" && unzip -q -o .gpu/whl/torchvision-0.26.0-*.whl -d "$STAGE/tv"
-# cudnn-frontend (the fusion stage's cuDNN graph API) without its C++ headers: the machine's torch brings libcudnn
+# cudnn-frontend (benchmarks/probes/fusion.py: the cuDNN graph API) without its C++ headers: the machine's torch brings libcudnn
 mkdir -p "$STAGE/cfe" && unzip -q -o .gpu/whl/nvidia_cudnn_frontend-1.32.0-*.whl 'cudnn/*' -d "$STAGE/cfe"
 for w in .gpu/whl/{grpcio,protobuf}-*.whl; do unzip -q -o "$w" -d "$STAGE/fallback"; done
 find "$STAGE" -type d -name tests -prune -exec rm -rf {} +

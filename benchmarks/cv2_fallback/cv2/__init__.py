@@ -1,7 +1,8 @@
 """A stand-in for the few cv2 calls harness.vision and harness.load make (resize INTER_LINEAR,
-copyMakeBorder BORDER_CONSTANT, imencode), for the GPU machine only: benchmarks/gpu_run.sh installs it
+copyMakeBorder BORDER_CONSTANT, imencode), for the GPU machine only: benchmarks/gpu_env.sh installs it
 into its numpy-1.26 venv ONLY when that machine's own opencv-python cannot import beside numpy 1.26
-(the Python backend stub needs numpy < 2, see shared/PLATFORM.md). gpu_run.json records which cv2 ran.
+(the Python backend stub needs numpy < 2, see shared/PLATFORM.md). Every probe's JSON records which cv2
+ran (`card.cv2_fallback`, benchmarks/probes/card.py).
 
 resize is bilinear with half-pixel centres and edge clamping, cv2.INTER_LINEAR's sampling (no
 antialiasing), computed in float32 and rounded; cv2 rounds through 11-bit fixed point, so pixels can

@@ -5,14 +5,22 @@ the bias and SiLU as a separate pass over the activation).
 
 Every convolution of the reference graph at one batch size, its own input shape, weights and bias; each way
 captured as a CUDA graph of REPEATS launches and timed by replay, so the numbers are GPU time, not Python's.
-Used by benchmarks/gpu_run.py's `fusion` stage; needs the nvidia-cudnn-frontend wheel (carried as
-.gpu/cudnn_fe.tar.xz, benchmarks/pack_gpu.sh). Put inside the compiled engine (tree 63202cd, reverted) the
-fused kernels did not pay: inductor's pass after cuDNN's convolution costs about what the fused epilogue
-does, and it writes the concatenations too (benchmarks/results/README.md, 2026-12-04 third session)."""
+Needs CUDA and the nvidia-cudnn-frontend wheel (carried as .gpu/cudnn_fe.tar.xz, benchmarks/pack_gpu.sh).
+Put inside the compiled engine (tree 63202cd, reverted) the fused kernels did not pay: inductor's pass after
+cuDNN's convolution costs about what the fused epilogue does, and it writes the concatenations too
+(benchmarks/results/README.md, 2026-12-04 third session). No suite compares kernels that the served engine
+does not run.
+
+    python -m benchmarks.probes.fusion --out OUT.json [--batch 64]"""
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
+
+from benchmarks.probes.card import probe_arguments, write_record
+from benchmarks.probes.reference import IMGSZ, engine as reference_engine, walk
 
 REPEATS = 20
 
@@ -80,9 +88,9 @@ class FusedConv:
         return out
 
 
-def stage_fusion(engine, convs: list[dict], batch: int) -> dict:
-    """Per convolution of the reference graph (`convs`, as gpu_run's _graph_forward collects them at
-    `batch`): cuDNN convolution alone, convolution + bias + SiLU as the served engine's ops run them
+def compare(engine, convs: list[dict], batch: int) -> dict:
+    """Per convolution of the reference graph (`convs`, as reference.walk collects them at `batch`):
+    cuDNN convolution alone, convolution + bias + SiLU as the served engine's ops run them
     (eager), and cuDNN's fused graph; sums over the graph, and the largest difference of the fused output
     from the eager one."""
     import torch
@@ -136,3 +144,25 @@ def stage_fusion(engine, convs: list[dict], batch: int) -> dict:
     out["max_abs_diff"] = round(worst, 4)
     out["seconds"] = round(time.monotonic() - started, 1)
     return out
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = probe_arguments(__doc__)
+    parser.add_argument("--batch", type=int, default=64, help="batch size every convolution runs at")
+    parser.add_argument("--imgsz", type=int, default=IMGSZ)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    eng, convs = reference_engine(args.imgsz), []
+    with torch.inference_mode():
+        walk(eng, torch.zeros(args.batch, 3, args.imgsz, args.imgsz, device=eng.device, dtype=eng.compute_dtype), convs)
+    write_record(args.out, "fusion", args, compare(eng, convs, args.batch))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
