@@ -4,6 +4,7 @@ shared fairly. The settings that protect the light model (or are missing) are re
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,11 @@ class CoTenancy:
 
     @property
     def ratio(self) -> float:
-        return self.shared_p99_ms / self.solo_p99_ms if self.solo_p99_ms else float("inf")
+        """Shared over solo p99; infinite when either phase got no answer to measure (a NaN p99) — never NaN,
+        which would compare as neither within nor over the bound."""
+        if not self.solo_p99_ms or not math.isfinite(self.solo_p99_ms) or not math.isfinite(self.shared_p99_ms):
+            return math.inf
+        return self.shared_p99_ms / self.solo_p99_ms
 
 
 def measure(grpc_url: str, repository: Path, heavy: str, light: str) -> CoTenancy:
