@@ -51,25 +51,18 @@ def reference_rows():
 
 @pytest.fixture(scope="session")
 def served_settings(pytestconfig, repository, manifest):
-    """model -> (its conf / iou / max_det: its config, else the profile's [eval]; the box gates of its precision:
-    declared, else its config's precision parameter, else its ONNX file's weights, as the accuracy suite reads
-    it, in the thresholds profile of --profile), read once per model."""
+    """model -> (its conf / iou / max_det; the box gates of its precision), as the accuracy suite reads a served
+    model (harness.accuracy.served.served_settings: its completed config, in the thresholds profile of --profile),
+    read once per model."""
     from harness.accuracy.profile import load_profile
-    from harness.accuracy.served import e2e_thresholds, model_artifact, served_precision
-    from harness.engines.ort import precision_of
-    from harness.repository.config import read_config
+    from harness.accuracy.served import served_settings as settings_of
 
     profile, found = load_profile(pytestconfig.getoption("--profile")), {}
 
     def of(model) -> tuple[dict, Gates]:
         if model.name not in found:
-            config = read_config(repository / model.name)
-            defaults = {k: profile.eval[k] for k in ("conf", "iou", "max_det")}
-            artifact = model_artifact(repository, model.name)
-            precision = served_precision(config, manifest, model.name, precision_of(artifact) if artifact else "fp32",
-                                         repository)
-            found[model.name] = (e2e_thresholds(config, defaults, model.layout, repository),
-                                 Gates(precision, profile.section("boxes", precision)))
+            settings = settings_of(repository, model.name, manifest, profile.eval)
+            found[model.name] = (settings.thresholds, Gates(settings.precision, profile.section("boxes", settings.precision)))
         return found[model.name]
 
     return of
