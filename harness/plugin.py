@@ -103,6 +103,7 @@ SUITE_SERVERS = pytest.StashKey["SuiteServers"]()
 COLLECTOR = pytest.StashKey["ReportCollector"]()
 _VERDICT = pytest.StashKey[str]()
 _MANIFEST = pytest.StashKey["Manifest"]()
+_SOURCE = pytest.StashKey[Path]()
 _DEADLINE_REPORT = pytest.StashKey[object]()
 
 
@@ -295,14 +296,18 @@ def _suite_of(item: pytest.Item) -> str | None:
 
 
 def source_repository(config: pytest.Config) -> Path:
-    """The repository the user pointed at, or the reference one built for this machine."""
-    repo = config.getoption("--repo")
-    if repo is not None:
-        return Path(repo).resolve()
-    from harness.hostinfo import reference_device
-    from harness.reference import build_reference_repository
+    """The repository the user pointed at, or the reference one built for this machine; found once per run
+    (suites ask at collection, each time they parametrize, and the reference's key hashes its artifacts)."""
+    if _SOURCE not in config.stash:
+        repo = config.getoption("--repo")
+        if repo is not None:
+            config.stash[_SOURCE] = Path(repo).resolve()
+        else:
+            from harness.hostinfo import reference_device
+            from harness.reference import build_reference_repository
 
-    return build_reference_repository(reference_device(config.getoption("--device"))[0])
+            config.stash[_SOURCE] = build_reference_repository(reference_device(config.getoption("--device"))[0])
+    return config.stash[_SOURCE]
 
 
 def manifest_for(config: pytest.Config):
