@@ -275,10 +275,11 @@ def pytest_runtest_setup(item: pytest.Item):
 
 
 def _skip_if_load_failed(item: pytest.Item) -> None:
+    from harness.availability import load_failures, model_of, offline_check, skip_if_load_failed
+
     suite = _suite_of(item)
-    if not suite or suite == "config" and ("live_server" not in item.fixturenames or item.originalname == "test_live"):
+    if not suite or offline_check(item) or suite == "config" and item.originalname == "test_live":
         return
-    from harness.availability import load_failures, model_of, skip_if_load_failed
 
     if load_failures(item.config):
         skip_if_load_failed(item.config, model_of(item, load_failures(item.config)))
