@@ -24,12 +24,15 @@ pytestmark = pytest.mark.server
 def reference_rows():
     """(imgsz, conf, iou, max_det) -> (pixels -> the reference pipeline's rows with those settings), cached by
     the pixels' bytes: every model is judged on the same pixels, by the reference at its own input size and
-    post-processing."""
+    post-processing (one ONNX Runtime session of the reference for them all)."""
+    import onnxruntime
+
     from harness.engines.artifacts import REFERENCE_MODEL
     from harness.vision.pipeline import LocalPipeline
 
     if not REFERENCE_MODEL.exists():
         pytest.skip(f"not tested, because the reference detector {REFERENCE_MODEL} is not here")
+    session = onnxruntime.InferenceSession(str(REFERENCE_MODEL), providers=["CPUExecutionProvider"])
     pipelines, cache = {}, {}
 
     def at(imgsz, conf, iou, max_det):
@@ -39,7 +42,7 @@ def reference_rows():
             key = (settings, pixels.shape, hash(pixels.tobytes()))
             if key not in cache:
                 if settings not in pipelines:
-                    pipelines[settings] = LocalPipeline(REFERENCE_MODEL, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det)
+                    pipelines[settings] = LocalPipeline(session, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det)
                 detections, num = pipelines[settings]([pixels])
                 cache[key] = detections[0, : int(num[0])]
             return cache[key]
