@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import paths
 from harness.verdicts import NOT_SERVABLE_HERE, not_servable_here
 
 _NEEDS = pytest.StashKey[dict]()
@@ -196,16 +197,21 @@ def model_of(item: pytest.Item, models) -> str | None:
     return None
 
 
+def offline_check(item: pytest.Item) -> bool:
+    """One of the config suite's offline checks: it reads the files, which any host can, so neither what this
+    host cannot serve nor what failed to load here stops it."""
+    return Path(item.path).resolve().parent == paths.PROJECT_ROOT / "suites" / "config" and "live_server" not in item.fixturenames
+
+
 def mark_unservable(config: pytest.Config, items: list[pytest.Item]) -> None:
     """At collection: a check parametrized by a model this host cannot serve is not tested, with the
-    reason, except the config suite's offline checks (they read the files, which any host can)."""
+    reason, except the config suite's offline checks."""
     needs = host_needs(config)
     if not needs:
         return
     for item in items:
         model = model_of(item, needs)
-        offline = Path(item.path).parent.name == "config" and "live_server" not in item.fixturenames
-        if model is not None and not offline:
+        if model is not None and not offline_check(item):
             item.add_marker(pytest.mark.skip(reason=NOT_SERVABLE_HERE + reason(model, needs[model])))
 
 

@@ -103,6 +103,7 @@ SUITE_SERVERS = pytest.StashKey["SuiteServers"]()
 COLLECTOR = pytest.StashKey["ReportCollector"]()
 _VERDICT = pytest.StashKey[str]()
 _MANIFEST = pytest.StashKey["Manifest"]()
+_SOURCE = pytest.StashKey[Path]()
 _DEADLINE_REPORT = pytest.StashKey[object]()
 
 
@@ -274,10 +275,11 @@ def pytest_runtest_setup(item: pytest.Item):
 
 
 def _skip_if_load_failed(item: pytest.Item) -> None:
+    from harness.availability import load_failures, model_of, offline_check, skip_if_load_failed
+
     suite = _suite_of(item)
-    if not suite or suite == "config" and ("live_server" not in item.fixturenames or item.originalname == "test_live"):
+    if not suite or offline_check(item) or suite == "config" and item.originalname == "test_live":
         return
-    from harness.availability import load_failures, model_of, skip_if_load_failed
 
     if load_failures(item.config):
         skip_if_load_failed(item.config, model_of(item, load_failures(item.config)))
@@ -295,14 +297,18 @@ def _suite_of(item: pytest.Item) -> str | None:
 
 
 def source_repository(config: pytest.Config) -> Path:
-    """The repository the user pointed at, or the reference one built for this machine."""
-    repo = config.getoption("--repo")
-    if repo is not None:
-        return Path(repo).resolve()
-    from harness.hostinfo import reference_device
-    from harness.reference import build_reference_repository
+    """The repository the user pointed at, or the reference one built for this machine; found once per run
+    (suites ask at collection, each time they parametrize, and the reference's key hashes its artifacts)."""
+    if _SOURCE not in config.stash:
+        repo = config.getoption("--repo")
+        if repo is not None:
+            config.stash[_SOURCE] = Path(repo).resolve()
+        else:
+            from harness.hostinfo import reference_device
+            from harness.reference import build_reference_repository
 
-    return build_reference_repository(reference_device(config.getoption("--device"))[0])
+            config.stash[_SOURCE] = build_reference_repository(reference_device(config.getoption("--device"))[0])
+    return config.stash[_SOURCE]
 
 
 def manifest_for(config: pytest.Config):

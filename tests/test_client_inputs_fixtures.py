@@ -123,6 +123,19 @@ def test_every_alpha_treatment_fails_the_fp32_gates_and_is_named_nearest(referen
             assert ALPHA_DROPPED in nearest, failure
 
 
+def test_alpha_treatments_are_matched_at_the_gates_match_iou(reference):
+    """The distances to each treatment match boxes at the precision's match_iou, as its gates do: a gate that
+    matches nothing below IoU 1.01 matches none of the treatment's own boxes, where fp32's (0.5) matches all."""
+    item = entry("rgba-half")
+    treatment, pixels = next(iter(item.mistakes.items()))
+    rows = reference(pixels())
+    words = {}
+    for gates in (FP32, Gates("fp32", {**FP32.thresholds, "match_iou": 1.01})):
+        nearest = judge(item, rows, reference, "m", gates).split("treatment, nearest first: ")[1]
+        words[gates.thresholds["match_iou"]] = nearest.split(f"{treatment} [")[1].split(" boxes matched")[0]
+    assert words[0.5] == f"{len(rows)} of {len(rows)}" and words[1.01] == f"0 of {len(rows)}", words
+
+
 # -- through a real server ----------------------------------------------------------------------
 def run_suite(pytester: pytest.Pytester, repo, *args: str) -> pytest.RunResult:
     return run_suite_file(pytester, SUITE_FILE, "-q", f"--repo={repo}", *args)

@@ -334,7 +334,7 @@ def check(sender: Sender, config, repository, encoded: list[bytes], files: list[
     accepted = [k for k in bad if not isinstance(answers[k], Exception)]
     if accepted:
         outcome.problems.append(f"{name} mixed batch: {len(accepted)} of {len(bad)} bad requests were answered, not rejected")
-    good = {k: answers[k][0] if not isinstance(answers[k], Exception) else answers[k] for k in range(len(items)) if k not in bad}
+    good = _by_image([[k] for k in range(len(items)) if k not in bad], [a for k, a in enumerate(answers) if k not in bad])
     failed = [k for k, answer in good.items() if isinstance(answer, Exception)]
     if failed:
         outcome.problems.append(f"{name} mixed batch: {len(failed)} of {len(good)} good requests failed beside a bad one — one bad "

@@ -5,6 +5,7 @@ each accordingly (harness.vision.served.EndToEndClient for every end-to-end layo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy as np
 from harness.checks.model import completed_config
 from harness.repository.layouts import ROLE_E2E as E2E
 from harness.repository.layouts import ROLE_RAW as RAW
+from harness.repository.config import ModelConfig
 from harness.repository.layouts import Layout, read_layout
 
 
@@ -109,6 +111,35 @@ def e2e_thresholds(config, defaults: dict, layout: Layout | None = None, reposit
     if layout.output is not None and layout.output.max_det:
         out["max_det"] = int(layout.output.max_det)
     return out
+
+
+@dataclass(frozen=True)
+class ServedSettings:
+    """What judging one served model's detections needs, from its completed config: the gates of `precision`
+    hold it, and the reference runs with its `thresholds` (conf / iou / max_det)."""
+
+    config: ModelConfig
+    layout: Layout
+    artifact: Path | None
+    precision: str
+    thresholds: dict
+
+
+def served_settings(repository: Path, name: str, manifest, eval_defaults: dict) -> ServedSettings:
+    """The model `name` of `repository` as Triton completes its config: its layout (with the manifest's
+    declarations), the ONNX file it runs, its precision (served_precision, the file's weights last) and its
+    conf / iou / max_det (e2e_thresholds over `eval_defaults`, a profile's [eval]). The accuracy suite's served
+    candidates and the letterbox suite's client inputs both read a model through this."""
+    from harness.engines.ort import precision_of
+
+    repository = Path(repository)
+    config = completed_config(repository / name)
+    config.name = config.name or name  # Triton names a model by its directory when the config does not
+    layout = model_layout(config, manifest, name)
+    artifact = model_artifact(repository, name)
+    precision = served_precision(config, manifest, name, precision_of(artifact) if artifact else "fp32", repository)
+    defaults = {key: eval_defaults[key] for key in ("conf", "iou", "max_det")}
+    return ServedSettings(config, layout, artifact, precision, e2e_thresholds(config, defaults, layout, repository))
 
 
 def _parameter_sets(config, repository: Path | None) -> list:

@@ -115,32 +115,25 @@ class AccuracySession:
 
     def _served(self, spec: CandidateSpec):
         from harness.accuracy import served
-        from harness.engines.ort import precision_of
-        from harness.checks.model import completed_config
 
         repository = self.request.getfixturevalue("repository")
         client = self.request.getfixturevalue("http_client")
-        config = completed_config(Path(repository) / spec.target)
-        config.name = config.name or spec.target  # Triton names a model by its directory when the config does not
         if not client.is_model_ready(spec.target):
             from harness.availability import skip_if_unavailable
 
             skip_if_unavailable(self.request.config, spec.target)
             index = {e.get("name"): e for e in client.get_model_repository_index()}
             pytest.fail(f"{spec.name}: not loaded by this server: {index.get(spec.target, {}).get('reason') or 'not ready'}")
-        artifact = served.model_artifact(Path(repository), spec.target)
         manifest = self.request.getfixturevalue("manifest")
-        precision = served.served_precision(config, manifest, spec.target, precision_of(artifact) if artifact else "fp32",
-                                            Path(repository))
-        layout = served.model_layout(config, manifest, spec.target)
+        settings = served.served_settings(repository, spec.target, manifest, self.profile.eval)
+        config, layout, artifact, precision = settings.config, settings.layout, settings.artifact, settings.precision
         role = manifest.role(spec.target) or layout.role
         if role == served.RAW:
             model = served.ServedRawModel(client, config)
             if layout.input is not None:
                 model.input_name = layout.input.name
             return RawCandidate(spec.name, precision, model, input_name=model.input_name, origin="served", artifact=artifact)
-        thresholds = served.e2e_thresholds(config, {k: self.profile.eval[k] for k in ("conf", "iou", "max_det")}, layout,
-                                          Path(repository))
+        thresholds = settings.thresholds
         try:
             detector = served.ServedEndToEndModel(client, config, manifest)
         except ValueError as error:

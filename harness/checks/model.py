@@ -160,9 +160,41 @@ def completed_config(model_dir: Path) -> ModelConfig:
     the load list, roles, accuracy candidates, lifecycle and batching targets — so that a minimal config
     (an Ultralytics export's `metadata` parameter alone) is judged as the model Triton serves. A config
     that does not parse raises ConfigError; one Triton cannot complete is returned as far as it got (the
-    config suite states Triton's refusal)."""
+    config suite states Triton's refusal). Completed once per state of the folder's files (_stamp), for
+    every caller of the run; each gets its own copy to change."""
     model_dir = Path(model_dir)
-    entry = load_entry(model_dir.parent, model_dir.name)
-    if entry.config_error is not None:
-        raise ConfigError(entry.config_error)
-    return entry.config
+    key = (model_dir.resolve(), _stamp(model_dir)) if model_dir.is_dir() else None
+    config = _COMPLETED.get(key) if key is not None else None
+    if config is None:
+        entry = load_entry(model_dir.parent, model_dir.name)
+        if entry.config_error is not None:
+            raise ConfigError(entry.config_error)
+        config = entry.config
+        if key is not None:
+            _COMPLETED[key] = config
+    copy = ModelConfig()
+    copy.CopyFrom(config)
+    return copy
+
+
+_COMPLETED: dict[tuple, ModelConfig] = {}
+
+
+def _stamp(model_dir: Path) -> tuple:
+    """What a completion reads, as it stands now: config.pbtxt's bytes, and the name, size and mtime of each
+    entry of the model folder and of its subfolders (the version folders and the model files in them)."""
+    config = model_dir / CONFIG_NAME
+    stamps = []
+    for entry in sorted(model_dir.iterdir()):
+        if entry.is_dir():
+            stamps += [(f"{entry.name}/{f.name}", *_size_and_time(f)) for f in sorted(entry.iterdir())]
+        stamps.append((entry.name, *_size_and_time(entry)))
+    return (config.read_bytes() if config.is_file() else None, tuple(stamps))
+
+
+def _size_and_time(path: Path) -> tuple[int, int]:
+    try:
+        info = path.stat()
+    except OSError:  # a dangling link: the link itself
+        info = path.lstat()
+    return info.st_size, info.st_mtime_ns

@@ -174,11 +174,9 @@ def _channel_entries() -> list[Entry]:
         ("cmyk", "CMYK JPEG", _save(cmyk, "JPEG", quality=JPEG_QUALITY),
          {f"{raw}: C, M, Y read as R, G, B (CMYK not converted)": _raw_channels}),
     ]
-    built = {name: Entry(name, what, encoded, True,
-                         {cause: (lambda f=f, e=encoded: f(e)) for cause, f in mistakes.items()})
-             for name, what, encoded, mistakes in entries}
-    built.update({e.name: e for e in _alpha_entries(rgb)})
-    return [built[name] for name in ("gray-L", "gray-LA", "gray-LA-half", "rgba", "rgba-half", "png-16bit", "cmyk")]
+    built = [Entry(name, what, encoded, True, {cause: (lambda f=f, e=encoded: f(e)) for cause, f in mistakes.items()})
+             for name, what, encoded, mistakes in entries]
+    return built[:1] + _alpha_entries(rgb) + built[1:]  # gray, its alpha forms and RGBA's, then the rest
 
 
 def _tiled(name: str, size: tuple[int, int], copies: int, axis: int) -> Image.Image:

@@ -95,7 +95,7 @@ def _judge_gated(entry: Entry, rows: np.ndarray, reference: Reference, model: st
         return None
     candidates = {f"{ALPHA_DROPPED}, the contract": expected,
                   **{treatment: reference(pixels()) for treatment, pixels in entry.mistakes.items()}}
-    distances = sorted((_distance(np.asarray(truth, dtype=np.float64).reshape(-1, 6), rows), treatment)
+    distances = sorted((_distance(np.asarray(truth, dtype=np.float64).reshape(-1, 6), rows, gates), treatment)
                        for treatment, truth in candidates.items())
     return (f"{model}, client input {entry.name} ({entry.what}): the answer is not the reference pipeline's on the "
             f"decoded pixels ({ALPHA_DROPPED}) within the {gates.precision} box gates: {'; '.join(failures)} "
@@ -104,10 +104,11 @@ def _judge_gated(entry: Entry, rows: np.ndarray, reference: Reference, model: st
             f"treatment, nearest first: " + "; ".join(f"{treatment} [{words}]" for (_, words), treatment in distances))
 
 
-def _distance(expected: np.ndarray, rows: np.ndarray) -> tuple[float, str]:
+def _distance(expected: np.ndarray, rows: np.ndarray, gates: Gates) -> tuple[float, str]:
     """How far an answer is from the reference's on one treatment's pixels (BoxReport's badness: unmatched
-    boxes, then overlap and score), with the words that say it."""
-    comparison = BoxReport().add(0, expected, rows, MATCH_IOU)
+    boxes, then overlap and score), its boxes matched at the gates' match_iou as the gates match them, with the
+    words that say it."""
+    comparison = BoxReport().add(0, expected, rows, gates.thresholds["match_iou"])
     return comparison.badness, (f"{comparison.matched} of {comparison.reference} boxes matched, {comparison.extra} "
                                 f"extra, mean IoU {comparison.mean_iou:.4f}, score moved by up to "
                                 f"{comparison.max_score_delta:.4f}")

@@ -164,10 +164,14 @@ class Letterbox:
         (x, y), (gx, gy) = meta.offset, meta.gain
         boxes[:, [0, 2]] = (boxes[:, [0, 2]] - x) / gx
         boxes[:, [1, 3]] = (boxes[:, [1, 3]] - y) / gy
-        if clip:
-            h, w = meta.source_shape
-            boxes[:, [0, 2]] = boxes[:, [0, 2]].clip(0, w)
-            boxes[:, [1, 3]] = boxes[:, [1, 3]].clip(0, h)
+        return self.clip_boxes(boxes, meta) if clip else boxes
+
+    @staticmethod
+    def clip_boxes(boxes: np.ndarray, meta: LetterboxMeta) -> np.ndarray:
+        """Source-pixel boxes [n, 4] clipped, in place, to the source image (ultralytics `clip_boxes`)."""
+        h, w = meta.source_shape
+        boxes[:, [0, 2]] = boxes[:, [0, 2]].clip(0, w)
+        boxes[:, [1, 3]] = boxes[:, [1, 3]].clip(0, h)
         return boxes
 
 

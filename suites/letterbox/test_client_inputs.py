@@ -24,12 +24,15 @@ pytestmark = pytest.mark.server
 def reference_rows():
     """(imgsz, conf, iou, max_det) -> (pixels -> the reference pipeline's rows with those settings), cached by
     the pixels' bytes: every model is judged on the same pixels, by the reference at its own input size and
-    post-processing."""
+    post-processing (one ONNX Runtime session of the reference for them all)."""
+    import onnxruntime
+
     from harness.engines.artifacts import REFERENCE_MODEL
     from harness.vision.pipeline import LocalPipeline
 
     if not REFERENCE_MODEL.exists():
         pytest.skip(f"not tested, because the reference detector {REFERENCE_MODEL} is not here")
+    session = onnxruntime.InferenceSession(str(REFERENCE_MODEL), providers=["CPUExecutionProvider"])
     pipelines, cache = {}, {}
 
     def at(imgsz, conf, iou, max_det):
@@ -39,7 +42,7 @@ def reference_rows():
             key = (settings, pixels.shape, hash(pixels.tobytes()))
             if key not in cache:
                 if settings not in pipelines:
-                    pipelines[settings] = LocalPipeline(REFERENCE_MODEL, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det)
+                    pipelines[settings] = LocalPipeline(session, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det)
                 detections, num = pipelines[settings]([pixels])
                 cache[key] = detections[0, : int(num[0])]
             return cache[key]
@@ -51,25 +54,18 @@ def reference_rows():
 
 @pytest.fixture(scope="session")
 def served_settings(pytestconfig, repository, manifest):
-    """model -> (its conf / iou / max_det: its config, else the profile's [eval]; the box gates of its precision:
-    declared, else its config's precision parameter, else its ONNX file's weights, as the accuracy suite reads
-    it, in the thresholds profile of --profile), read once per model."""
+    """model -> (its conf / iou / max_det; the box gates of its precision), as the accuracy suite reads a served
+    model (harness.accuracy.served.served_settings: its completed config, in the thresholds profile of --profile),
+    read once per model."""
     from harness.accuracy.profile import load_profile
-    from harness.accuracy.served import e2e_thresholds, model_artifact, served_precision
-    from harness.engines.ort import precision_of
-    from harness.repository.config import read_config
+    from harness.accuracy.served import served_settings as settings_of
 
     profile, found = load_profile(pytestconfig.getoption("--profile")), {}
 
     def of(model) -> tuple[dict, Gates]:
         if model.name not in found:
-            config = read_config(repository / model.name)
-            defaults = {k: profile.eval[k] for k in ("conf", "iou", "max_det")}
-            artifact = model_artifact(repository, model.name)
-            precision = served_precision(config, manifest, model.name, precision_of(artifact) if artifact else "fp32",
-                                         repository)
-            found[model.name] = (e2e_thresholds(config, defaults, model.layout, repository),
-                                 Gates(precision, profile.section("boxes", precision)))
+            settings = settings_of(repository, model.name, manifest, profile.eval)
+            found[model.name] = (settings.thresholds, Gates(settings.precision, profile.section("boxes", settings.precision)))
         return found[model.name]
 
     return of

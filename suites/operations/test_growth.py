@@ -10,7 +10,6 @@ import pytest
 from harness.operations.growth import gpu_memory_by_pid, per_request, survey
 from harness.operations.memory import parse_size, stub_processes
 from harness.repository.pipeline import pipeline_step_of
-from harness.repository.sizing import read_configs
 
 CPU_REQUESTS, GPU_REQUESTS = 1000, 5000  # GPU memory moves in allocator blocks of 2-20 MiB: more requests to resolve a slope
 WARMUP = 0.2  # of the measured requests, served first unsampled
@@ -27,13 +26,12 @@ def test_memory_does_not_grow_per_request(pytestconfig, triton_server, repositor
     on_gpu = bool(gpu_memory_by_pid().keys() & {process.pid, *(p.pid for p, _ in stub_processes(process.pid, repository))})
     requests = pytestconfig.getoption("--growth-requests") or (GPU_REQUESTS if on_gpu else CPU_REQUESTS)
     warmup = int(requests * WARMUP)
-    configs = read_configs(repository)
     client = httpclient.InferenceServerClient(triton_server.endpoints.http)
     try:
         ready = sorted({e["name"] for e in client.get_model_repository_index() if e.get("state") == "READY"})
     finally:
         client.close()
-    models = [m for m in ready if m in configs and manifest.role(m) != "skip"
+    models = [m for m in ready if manifest.role(m) != "skip"
               and not pipeline_step_of(repository, m, manifest)]  # a step is driven through its ensemble
     results, notes = survey(triton_server.endpoints.grpc, process.pid, repository, models, warmup, requests,
                             pytestconfig.getoption("--growth-budget"))
