@@ -48,6 +48,8 @@ def pytest_command(args) -> list[str]:
                f"--junitxml={report_dir / 'junit.xml'}", f"--triton={args.triton}", "-q"]
     if args.strict:
         command.append("--certify-strict")
+    if args.no_adapter:
+        command.append("--no-adapter")
     for attr, option in PASSED_ON:
         value = getattr(args, attr)
         if value:
@@ -193,6 +195,9 @@ def register(subparsers) -> None:
                         help="refuse partial coverage: a model this host cannot serve makes the run PARTIAL (exit 6) even "
                              "under a profile that accepts it (default profile: certified for what could be tested "
                              "here, listing each such model and the way out)")
+    parser.add_argument("--no-adapter", action="store_true",
+                        help="on the embedded server, do not serve onnxruntime_onnx models through the harness's ONNX "
+                             "Runtime adapter: they are then not tested on this host")
     parser.add_argument("--diagnose", action="store_true",
                         help="when an accuracy check fails, run the ablation ladder (yts diagnose) on --repo after the "
                              "suites: report.json \"diagnose\", report.html's section; the verdict stays the gate's")
