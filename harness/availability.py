@@ -71,8 +71,9 @@ def adapter_plan(config: pytest.Config):
         if not config.getoption("--no-adapter", default=False) and resolve_kind(config.getoption("--triton")) == "process":
             from harness.plugin import source_repository
 
+            named = onnx_for(config)
             try:
-                found = plan(source_repository(config), server_facts(config)[0])
+                found = plan(source_repository(config), server_facts(config)[0], named)
             except Exception:  # the reference cannot be built here: the suites say so themselves
                 pass
         config.stash[_ADAPTER] = (found, *_adapter_verdicts(config, found))
@@ -82,7 +83,6 @@ def adapter_plan(config: pytest.Config):
 def _adapter_verdicts(config: pytest.Config, found) -> tuple[dict[str, str], dict[str, str]]:
     """(model -> why its checks are not tested: Triton's onnxruntime backend would refuse it or a step
     of it; model -> the label every check of it carries: adapted, or an ensemble over an adapted step)."""
-    from harness.adapters.onnx_runtime import NOTE, REFUSED
     from harness.reference.loadable import _configs, through_ensembles
 
     if not found.served and not found.refused:
@@ -90,12 +90,23 @@ def _adapter_verdicts(config: pytest.Config, found) -> tuple[dict[str, str], dic
     from harness.plugin import source_repository
 
     configs = _configs(source_repository(config))
-    refused = {m: f"not tested: {REFUSED}: {finding}" for m, finding in found.refused.items()}
+    refused = {m: f"not tested: {why}" for m, why in found.refused.items()}
     through_ensembles(configs, refused, lambda blocked: f"not tested: its step {blocked[0]!r} is not served: "
                                                         + refused[blocked[0]].removeprefix("not tested: "))
-    labels = {m: NOTE for m in found.served}
-    through_ensembles(configs, labels, lambda steps: f"{NOTE} (its step {steps[0]!r})")
+    labels = dict(found.served)
+    through_ensembles(configs, labels, lambda steps: f"{labels[steps[0]]} (its step {steps[0]!r})")
     return refused, labels
+
+
+def onnx_for(config: pytest.Config) -> dict[str, Path]:
+    """--onnx-for MODEL=FILE: the ONNX a TensorRT plan was built from, for the adapter to serve instead."""
+    named = {}
+    for declaration in config.getoption("--onnx-for", default=None) or ():
+        model, _, file = declaration.partition("=")
+        if not model or not file or not Path(file).is_file():
+            raise pytest.UsageError(f"--onnx-for {declaration!r}: expected MODEL=FILE with FILE an ONNX file")
+        named[model] = Path(file).resolve()
+    return named
 
 
 def adapter_refused(config: pytest.Config) -> dict[str, str]:

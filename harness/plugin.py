@@ -58,6 +58,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--no-adapter", action="store_true", default=False,
                     help="on the embedded server, do not serve onnxruntime_onnx models through the harness's ONNX "
                          "Runtime adapter (harness.adapters): they are then not tested on this host")
+    group.addoption("--onnx-for", action="append", default=[], metavar="MODEL=FILE",
+                    help="a tensorrt_plan model the server cannot run, served through the ONNX Runtime adapter from "
+                         "the ONNX it was built from, at that ONNX's precision (repeatable)")
     group.addoption("--keep-scratch", action="store_true", default=False,
                     help="keep the run's scratch copies of the repository (= YTS_KEEP_SCRATCH=1; paths printed)")
     group.addoption("--load-engine", default=os.environ.get("YTS_LOAD_ENGINE", "native"), choices=("native", "locust"),
@@ -84,6 +87,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--repo") is not None or any(
             config.getoption(o) for o in ("--manifest", "--model", "--imgsz", "--nc", "--precision")):
         manifest_for(config)  # a wrong declaration is a usage error before anything runs
+    if config.getoption("--onnx-for"):
+        from harness.availability import onnx_for
+
+        onnx_for(config)
     report_dir = config.getoption("--report-dir")
     if report_dir is not None:
         from harness.report import gate, html  # noqa: F401  (now: an interrupted run has no time to import at its end)
@@ -352,7 +359,7 @@ def serving_copy(config: pytest.Config, source: Path) -> Path:
     from harness.repository.scratch import scratch_copy
 
     copy = scratch_copy(source)
-    adapt(copy, adapter_plan(config).served)
+    adapt(copy, adapter_plan(config))
     return copy
 
 

@@ -19,7 +19,7 @@ import shutil
 import pytest
 
 from harness import paths
-from harness.adapters.onnx_runtime import NOTE, adapt, adapted_config, plan
+from harness.adapters.onnx_runtime import NOTE, Plan, adapt, adapted_config, plan, plan_label
 from harness.checks.model import completed_config
 from harness.reference.loadable import host_needs, loadable_models
 from harness.repository.config import ModelConfig, write_config
@@ -80,8 +80,8 @@ def test_adapted_config_keeps_the_models_contract_and_ensembles_over_it_are_serv
     completed from model.onnx); a model the adapter serves no longer needs the onnxruntime backend, nor does
     an ensemble over it, and after adapt() the server's load list holds both."""
     repo, _ = built
-    assert plan(repo, {"python"}).served == ["yolo", "yolo_rescaled"]
-    assert plan(repo, {"python", "onnxruntime"}).served == []  # a server with the backend serves them itself
+    assert plan(repo, {"python"}).served == {"yolo": NOTE, "yolo_rescaled": NOTE}
+    assert plan(repo, {"python", "onnxruntime"}).served == {}  # a server with the backend serves them itself
     completed = completed_config(repo / "yolo_rescaled")
     adapted = adapted_config(completed, "model.onnx")
     assert (adapted.backend, adapted.platform) == ("python", "")
@@ -101,6 +101,31 @@ def test_adapted_config_keeps_the_models_contract_and_ensembles_over_it_are_serv
     (scratch / "pipeline" / "1").mkdir()
     assert set(host_needs(scratch, {"python"}, frozenset())) == {"yolo", "pipeline", "yolo_misnamed"}
     assert host_needs(scratch, {"python"}, frozenset(), adapted=frozenset({"yolo", "yolo_misnamed"})) == {}
-    assert adapt(scratch, ["yolo"]) == ["yolo"] and adapt(scratch, ["yolo"]) == []  # once
+    assert adapt(scratch, Plan(served={"yolo": NOTE})) == ["yolo"] and adapt(scratch, Plan(served={"yolo": NOTE})) == []
     assert (scratch / "yolo" / "1" / "model.py").is_file()
     assert loadable_models(scratch, {"python"}, frozenset()) == ("pipeline", "yolo")
+
+
+def test_a_plan_is_served_from_the_onnx_it_was_built_from_only_when_named_and_fitting(built, tmp_path):
+    """`--onnx-for MODEL=FILE`: a tensorrt_plan model this server cannot run is adapted from that ONNX (copied
+    beside the plan as model.onnx, labelled with its file) when the file's signature fits the config; a file
+    that does not fit is refused naming the mismatch; unnamed, the plan stays not tested on this host."""
+    repo, onnx = built
+    plan_config = completed_config(repo / "yolo_rescaled")
+    plan_config.name, plan_config.platform, plan_config.backend = "yolo_trt", "tensorrt_plan", ""
+    plan_config.ClearField("default_model_filename")
+    write_config(tmp_path / "yolo_trt", plan_config)
+    (tmp_path / "yolo_trt" / "1").mkdir()
+    (tmp_path / "yolo_trt" / "1" / "model.plan").write_bytes(b"built for a GPU elsewhere")
+    assert plan(tmp_path, {"python"}).served == {}
+    found = plan(tmp_path, {"python"}, {"yolo_trt": onnx})
+    assert found.served == {"yolo_trt": plan_label(onnx)} and "(the ONNX its plan was built from, at that ONNX's " \
+        "precision); Triton's tensorrt backend and the plan itself not exercised" in plan_label(onnx)
+    assert adapt(tmp_path, found) == ["yolo_trt"]
+    assert (tmp_path / "yolo_trt" / "1" / "model.onnx").read_bytes() == onnx.read_bytes()
+    assert completed_config(tmp_path / "yolo_trt").parameters["onnx_model_filename"].string_value == "model.onnx"
+    wrong = tmp_path / "other"
+    plan_config.input[0].dims[1:] = [640, 640]
+    write_config(wrong / "yolo_trt", plan_config)
+    assert plan(wrong, {"python"}, {"yolo_trt": onnx}).refused["yolo_trt"].startswith(
+        f"the ONNX --onnx-for names ({onnx}) does not fit its config: [bindings] yolo_trt:")

@@ -6,7 +6,9 @@ only the backend changed: name, tensors (names, dtypes, dims), max_batch_size, d
 policy and every version folder kept, instance groups kept by count on CPU (ONNX Runtime's CPU
 execution provider). A model Triton's onnxruntime backend would refuse — the config suite's bindings
 check of its ONNX file against the config has findings — is not adapted: its checks are not tested,
-citing that finding. Every check of an adapted model says so (NOTE): the backend itself is not exercised."""
+citing that finding. Every check of an adapted model says so (NOTE): the backend itself is not exercised.
+A tensorrt_plan model is adapted only when the user names the ONNX it was built from (`--onnx-for`): served
+from that file, at its precision, and labelled so."""
 
 from __future__ import annotations
 
@@ -22,21 +24,26 @@ NOTE = SERVED_BY_ADAPTER
 MODEL_PY = Path(__file__).with_name("onnx_model.py")
 FILENAME_PARAMETER = "onnx_model_filename"  # read by onnx_model.py: the ONNX file of each version folder
 REFUSED = "Triton's onnxruntime backend would refuse it"
+PLAN_BACKEND = "tensorrt"
 
 
 @dataclass
 class Plan:
-    """What the adapter does to a repository: the models it serves, and those it will not (model ->
-    the bindings finding Triton's onnxruntime backend would refuse it for)."""
+    """What the adapter does to a repository: the models it serves (model -> the label every check of it
+    carries), those it will not (model -> why: the bindings finding Triton's backend would refuse it for),
+    and the ONNX file the user named for a TensorRT plan (`--onnx-for MODEL=FILE`)."""
 
-    served: list[str] = field(default_factory=list)
+    served: dict[str, str] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    onnx_for: dict[str, Path] = field(default_factory=dict)
 
 
-def plan(repository: Path, backends: set[str] | None) -> Plan:
+def plan(repository: Path, backends: set[str] | None, onnx_for: dict[str, Path] | None = None) -> Plan:
     """For a server whose backends are known and lack onnxruntime: every onnxruntime_onnx model of
-    `repository` (as Triton completes its config), served unless the bindings check has findings."""
-    from harness.checks.bindings import check_bindings
+    `repository` (as Triton completes its config), served unless the bindings check has findings; and a
+    tensorrt_plan model the server cannot run, when `onnx_for` names the ONNX it was built from, served
+    from that file at its precision unless the file's signature disagrees with the config."""
+    from harness.checks.bindings import check_bindings, compare_signature, read_model_signature
     from harness.checks.findings import NotApplicable
     from harness.checks.model import load_entry
     from harness.reference.loadable import required_backend
@@ -47,19 +54,32 @@ def plan(repository: Path, backends: set[str] | None) -> Plan:
     for directory in sorted(p for p in Path(repository).iterdir() if (p / CONFIG_NAME).is_file()):
         entry = load_entry(directory.parent, directory.name)
         try:
-            if entry.config is None or required_backend(entry.config) != BACKEND:
+            backend = required_backend(entry.config) if entry.config is not None else None
+            if backend == BACKEND:
+                findings, label, refusal = check_bindings(entry), NOTE, REFUSED
+            elif entry.name in (onnx_for or {}) and backend == PLAN_BACKEND and PLAN_BACKEND not in backends:
+                source = Path(onnx_for[entry.name])
+                findings = compare_signature(entry.config, read_model_signature(source), entry.name, str(source))
+                label, refusal = plan_label(source), f"the ONNX --onnx-for names ({source}) does not fit its config"
+                found.onnx_for[entry.name] = source
+            else:
                 continue
-            findings = check_bindings(entry)
         except ConfigError:
             continue
         except NotApplicable as reason:  # no ONNX file where Triton looks, a config it cannot complete
-            found.refused[entry.name] = str(reason)
+            found.refused[entry.name] = f"{REFUSED}: {reason}"
             continue
         if findings:
-            found.refused[entry.name] = str(findings[0]) + (f" (and {len(findings) - 1} more)" if len(findings) > 1 else "")
+            more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+            found.refused[entry.name] = f"{refusal}: {findings[0]}{more}"
         else:
-            found.served.append(entry.name)
+            found.served[entry.name] = label
     return found
+
+
+def plan_label(source: Path) -> str:
+    return (f"served through the ONNX Runtime adapter from {source} (the ONNX its plan was built from, at that "
+            "ONNX's precision); Triton's tensorrt backend and the plan itself not exercised")
 
 
 def adapted_config(completed: ModelConfig, onnx_filename: str) -> ModelConfig:
@@ -79,20 +99,23 @@ def adapted_config(completed: ModelConfig, onnx_filename: str) -> ModelConfig:
     return config
 
 
-def adapt(repository: Path, models: list[str]) -> list[str]:
-    """Rewrite each model of `models` in `repository` (a scratch copy, never the user's) to be served
-    through the adapter; a model already adapted is left as it is. Returns the models rewritten."""
+def adapt(repository: Path, found: Plan) -> list[str]:
+    """Rewrite each model `found` serves in `repository` (a scratch copy, never the user's) to be served
+    through the adapter (a plan's versions get the ONNX the user named, as model.onnx); a model already
+    adapted is left as it is. Returns the models rewritten."""
     from harness.checks.model import completed_config, load_entry
 
     rewritten = []
-    for name in models:
+    for name in found.served:
         directory = Path(repository) / name
         if is_adapted(directory):
             continue
-        filename = load_entry(Path(repository), name).model_filename or "model.onnx"
+        filename = "model.onnx" if name in found.onnx_for else load_entry(Path(repository), name).model_filename or "model.onnx"
         write_config(directory, adapted_config(completed_config(directory), filename))
         for version in (p for p in directory.iterdir() if p.is_dir() and p.name.isdigit()):
             shutil.copyfile(MODEL_PY, version / "model.py")
+            if name in found.onnx_for:
+                shutil.copyfile(found.onnx_for[name], version / filename)
         rewritten.append(name)
     return rewritten
 

@@ -56,6 +56,7 @@ def pytest_command(args) -> list[str]:
             command.append(f"{option}={Path(value).resolve() if attr in PATHS else value}")
     command += [f"--model={declaration}" for declaration in args.model or ()]
     command += [f"--precision={declaration}" for declaration in args.precision or ()]
+    command += [f"--onnx-for={declaration}" for declaration in args.onnx_for or ()]
     return command + list(args.pytest_args)
 
 
@@ -198,6 +199,9 @@ def register(subparsers) -> None:
     parser.add_argument("--no-adapter", action="store_true",
                         help="on the embedded server, do not serve onnxruntime_onnx models through the harness's ONNX "
                              "Runtime adapter: they are then not tested on this host")
+    parser.add_argument("--onnx-for", action="append", metavar="MODEL=FILE",
+                        help="a tensorrt_plan model this server cannot run, served through the ONNX Runtime adapter "
+                             "from the ONNX it was built from, at that ONNX's precision (labelled so)")
     parser.add_argument("--diagnose", action="store_true",
                         help="when an accuracy check fails, run the ablation ladder (yts diagnose) on --repo after the "
                              "suites: report.json \"diagnose\", report.html's section; the verdict stays the gate's")

@@ -83,8 +83,9 @@ class Verdict:
                   for reason, checks in _grouped(self.not_tested_here).items()]
         lines += [f"  {reason} (by design; does not block: {_ids(checks)})" for reason, checks in _grouped(self.by_design).items()]
         if self.adapter_served:
-            lines.append(f"  {SERVED_BY_ADAPTER}: " + ", ".join(f"{model}{label.removeprefix(SERVED_BY_ADAPTER)}"
-                                                             for model, label in self.adapter_served.items()))
+            lines.append(f"  {SERVED_BY_ADAPTER}: " + ", ".join(
+                model + (label.removeprefix(SERVED_BY_ADAPTER) if label.startswith(SERVED_BY_ADAPTER) else f" ({label})")
+                for model, label in self.adapter_served.items()))
         if self.declared_skip:
             lines.append(f"  excluded, declared skip: {', '.join(self.declared_skip)}")
         return "\n".join(lines)
