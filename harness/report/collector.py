@@ -118,11 +118,17 @@ class ReportCollector:
         elif report.failed:
             entry["verdict"] = "failed" if report.when == "call" else "error"
             entry["message"] = _headline(report)
-        label = self.adapter_served.get(entry.get("model"))
+        label = self.adapter_served.get(entry.get("model")) or self._server_label(report.nodeid)
         if label:  # every check of a model served through the adapter says so, its failures in their message
             entry["values"][SERVED_THROUGH] = label
             if entry["verdict"] in ("failed", "error", "not tested") and label not in entry["message"]:
                 entry["message"] += f" [{label}]"
+
+    def _server_label(self, nodeid: str) -> str | None:
+        """A check of the whole server (no model parameter) while it serves models through the adapter:
+        which, and how ("yolo_onnx: served through the ONNX Runtime adapter; ...")."""
+        through = sorted(set(self.served or ()) & set(self.adapter_served)) if nodeid in self.uses_server else []
+        return "; ".join(f"{model}: {self.adapter_served[model]}" for model in through) or None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
