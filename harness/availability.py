@@ -22,6 +22,7 @@ from harness import paths
 from harness.verdicts import NOT_SERVABLE_HERE, not_servable_here
 
 _NEEDS = pytest.StashKey[dict]()
+_ADAPTER = pytest.StashKey[tuple]()  # (the adapter's Plan, model -> why not tested, model -> its label)
 _LOAD_FAILURES = pytest.StashKey[dict]()  # model -> (reason, the host's: True | the model's own: False)
 NGC_IMAGE = "nvcr.io/nvidia/tritonserver:<yy.mm>-py3"
 
@@ -50,11 +51,75 @@ def host_needs(config: pytest.Config) -> dict[str, str]:
             repository = source_repository(config)
         except Exception:  # the reference cannot be built here: the suites say so themselves
             repository = None
-        needs = needs_of(repository, *server_facts(config)) if repository is not None else {}
+        adapter = adapter_plan(config)
+        needs = needs_of(repository, *server_facts(config), adapted=frozenset(adapter.served) | set(adapter.refused)) \
+            if repository is not None else {}
         manifest = manifest_for(config) if repository is not None else None
         config.stash[_NEEDS] = {m: n for m, n in needs.items() if manifest is None or not manifest.skipped(m)}
         _report(config)
     return config.stash[_NEEDS]
+
+
+def adapter_plan(config: pytest.Config):
+    """What the ONNX Runtime adapter does on this run (harness.adapters.onnx_runtime): nothing with
+    --no-adapter, or for a server other than the embedded one (an image or a running server has its own
+    backends); else the repository's onnxruntime_onnx models, served or refused."""
+    if _ADAPTER not in config.stash:
+        from harness.adapters.onnx_runtime import Plan, plan
+        from harness.servers.choose import resolve_kind
+
+        found = Plan()
+        if not config.getoption("--no-adapter", default=False) and resolve_kind(config.getoption("--triton")) == "process":
+            from harness.plugin import source_repository
+
+            named = onnx_for(config)
+            try:
+                found = plan(source_repository(config), server_facts(config)[0], named)
+            except Exception:  # the reference cannot be built here: the suites say so themselves
+                pass
+        config.stash[_ADAPTER] = (found, *_adapter_verdicts(config, found))
+    return config.stash[_ADAPTER][0]
+
+
+def _adapter_verdicts(config: pytest.Config, found) -> tuple[dict[str, str], dict[str, str]]:
+    """(model -> why its checks are not tested: Triton's onnxruntime backend would refuse it or a step
+    of it; model -> the label every check of it carries: adapted, or an ensemble over an adapted step)."""
+    from harness.reference.loadable import _configs, through_ensembles
+
+    if not found.served and not found.refused:
+        return {}, {}
+    from harness.plugin import source_repository
+
+    configs = _configs(source_repository(config))
+    refused = {m: f"not tested: {why}" for m, why in found.refused.items()}
+    through_ensembles(configs, refused, lambda blocked: f"not tested: its step {blocked[0]!r} is not served: "
+                                                        + refused[blocked[0]].removeprefix("not tested: "))
+    labels = dict(found.served)
+    through_ensembles(configs, labels, lambda steps: f"{labels[steps[0]]} (its step {steps[0]!r})")
+    return refused, labels
+
+
+def onnx_for(config: pytest.Config) -> dict[str, Path]:
+    """--onnx-for MODEL=FILE: the ONNX a TensorRT plan was built from, for the adapter to serve instead."""
+    named = {}
+    for declaration in config.getoption("--onnx-for", default=None) or ():
+        model, _, file = declaration.partition("=")
+        if not model or not file or not Path(file).is_file():
+            raise pytest.UsageError(f"--onnx-for {declaration!r}: expected MODEL=FILE with FILE an ONNX file")
+        named[model] = Path(file).resolve()
+    return named
+
+
+def adapter_refused(config: pytest.Config) -> dict[str, str]:
+    """Model -> why its checks are not tested: Triton's onnxruntime backend would refuse it (or a step)."""
+    adapter_plan(config)
+    return config.stash[_ADAPTER][1]
+
+
+def adapter_labels(config: pytest.Config) -> dict[str, str]:
+    """Model -> what every check of it says: served through the adapter (itself or a step of it)."""
+    adapter_plan(config)
+    return config.stash[_ADAPTER][2]
 
 
 def way_out(needs: str) -> str:
@@ -144,6 +209,8 @@ def skip_if_unavailable(config: pytest.Config, *models: str) -> None:
     for model in models:
         if model in reasons:
             not_servable_here(reasons[model])
+        if model in adapter_refused(config):
+            pytest.skip(adapter_refused(config)[model])
 
 
 def skip_if_only_the_host_blocks(config: pytest.Config, choose) -> None:
@@ -206,13 +273,17 @@ def offline_check(item: pytest.Item) -> bool:
 def mark_unservable(config: pytest.Config, items: list[pytest.Item]) -> None:
     """At collection: a check parametrized by a model this host cannot serve is not tested, with the
     reason, except the config suite's offline checks."""
-    needs = host_needs(config)
-    if not needs:
+    needs, refused = host_needs(config), adapter_refused(config)
+    if not needs and not refused:
         return
     for item in items:
+        if offline_check(item):
+            continue
         model = model_of(item, needs)
-        if model is not None and not offline_check(item):
+        if model is not None:
             item.add_marker(pytest.mark.skip(reason=NOT_SERVABLE_HERE + reason(model, needs[model])))
+        elif (model := model_of(item, refused)) is not None:
+            item.add_marker(pytest.mark.skip(reason=refused[model]))
 
 
 def _report(config: pytest.Config) -> None:
@@ -220,3 +291,4 @@ def _report(config: pytest.Config) -> None:
 
     if COLLECTOR in config.stash:
         config.stash[COLLECTOR].not_servable = dict(sorted(not_servable(config).items()))
+        config.stash[COLLECTOR].adapter_served = dict(sorted(adapter_labels(config).items()))

@@ -55,6 +55,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--device", default=os.environ.get("YTS_DEVICE", "auto"), choices=("auto", "cpu", "gpu"),
                     help="which reference build to serve when --repo is not given: gpu (KIND_GPU, PyTorch FP16), cpu "
                          "(ONNX Runtime), auto (default: gpu where an NVIDIA GPU and a CUDA torch are here)")
+    group.addoption("--no-adapter", action="store_true", default=False,
+                    help="on the embedded server, do not serve onnxruntime_onnx models through the harness's ONNX "
+                         "Runtime adapter (harness.adapters): they are then not tested on this host")
+    group.addoption("--onnx-for", action="append", default=[], metavar="MODEL=FILE",
+                    help="a tensorrt_plan model the server cannot run, served through the ONNX Runtime adapter from "
+                         "the ONNX it was built from, at that ONNX's precision (repeatable)")
     group.addoption("--keep-scratch", action="store_true", default=False,
                     help="keep the run's scratch copies of the repository (= YTS_KEEP_SCRATCH=1; paths printed)")
     group.addoption("--load-engine", default=os.environ.get("YTS_LOAD_ENGINE", "native"), choices=("native", "locust"),
@@ -81,6 +87,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--repo") is not None or any(
             config.getoption(o) for o in ("--manifest", "--model", "--imgsz", "--nc", "--precision")):
         manifest_for(config)  # a wrong declaration is a usage error before anything runs
+    if config.getoption("--onnx-for"):
+        from harness.availability import onnx_for
+
+        onnx_for(config)
     report_dir = config.getoption("--report-dir")
     if report_dir is not None:
         from harness.report import gate, html  # noqa: F401  (now: an interrupted run has no time to import at its end)
@@ -339,12 +349,24 @@ def manifest(pytestconfig: pytest.Config):
 @pytest.fixture(scope="session")
 def repository(request: pytest.FixtureRequest, repository_source: Path) -> Path:
     """A scratch copy: the only repository any server or check ever touches."""
-    from harness.repository.scratch import fingerprint, scratch_copy
+    from harness.repository.scratch import fingerprint
 
     if COLLECTOR in request.config.stash:
         request.config.stash[COLLECTOR].add_artifacts(
             {path: value.rsplit(":", 1)[-1] for path, value in fingerprint(repository_source).items() if value.startswith("file:")})
-    return scratch_copy(repository_source)
+    return serving_copy(request.config, repository_source)
+
+
+def serving_copy(config: pytest.Config, source: Path) -> Path:
+    """A scratch copy of `source` for a server of this run: the models the ONNX Runtime adapter serves
+    on this server (harness.availability.adapter_plan) rewritten to it there, never in `source`."""
+    from harness.adapters.onnx_runtime import adapt
+    from harness.availability import adapter_plan
+    from harness.repository.scratch import scratch_copy
+
+    copy = scratch_copy(source)
+    adapt(copy, adapter_plan(config))
+    return copy
 
 
 def server_settings(pytestconfig: pytest.Config, repository: Path, **overrides):

@@ -19,6 +19,9 @@ NOT_SERVABLE_HERE = "not tested on this host, because "
 # A repository built not to batch (harness.load.batching.repository_batches): its batching checks do not
 # concern it; the verdict says so, and only a profile that requires batching (require_batching) refuses it.
 NOT_BATCHING = NOT_APPLICABLE + "the repository does not use dynamic batching"
+# A model whose backend the embedded server lacks, served by the harness's adapter (harness.adapters):
+# every check of it, and the verdict, say so; they judge the model's own file, not that backend.
+SERVED_BY_ADAPTER = "served through the ONNX Runtime adapter; Triton's onnxruntime backend itself not exercised"
 
 
 def not_applicable(reason: str) -> NoReturn:

@@ -58,7 +58,8 @@ def test_host_needs_are_facts_of_config_server_and_host(tmp_path):
 
 @on_a_gpu_host
 def test_host_limited_models_are_not_tested_once_each_and_certified_for_the_rest(tmp_path):
-    result = _certify(FIXTURES / "host_limited", tmp_path / "report")
+    """With --no-adapter: yolo_onnx is not served through the ONNX Runtime adapter (tests/test_onnx_adapter.py)."""
+    result = _certify(FIXTURES / "host_limited", tmp_path / "report", "--no-adapter")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     verdict = verdict_block(result.stdout, "CERTIFIED").splitlines()
     assert verdict[0].startswith(
@@ -243,8 +244,10 @@ def test_environment_cause_is_told_from_the_models_own_fault(tmp_path):
 def test_a_run_that_served_nothing_of_the_repository_is_never_certified(tmp_path):
     """Issue #32 items 1, 3, 8: the Ultralytics-style repository's only model needs ONNX Runtime (read from its
     completed config, not "the <none> backend"); on a server without it nothing of the repository is served:
-    NOT CERTIFIED whatever the profile accepts, and the protocol checks of that empty server are not its passes."""
-    result = certify_repo(FIXTURES / "metadata_only", tmp_path / "report", ("config", "protocol"))
+    NOT CERTIFIED whatever the profile accepts, and the protocol checks of that empty server are not its passes.
+    (--no-adapter: the ONNX Runtime adapter would serve it, tests/test_onnx_adapter.py.)"""
+    result = certify_repo(FIXTURES / "metadata_only", tmp_path / "report", ("config", "protocol"),
+                          certify_args=("--no-adapter",))
     assert result.returncode == 1, result.stdout[-4000:]
     verdict = verdict_block(result.stdout).splitlines()
     assert verdict[0] == ("NOT CERTIFIED: no model of the repository was tested (tested 0 of 1 models); not tested: yolo "

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from harness import hostinfo, paths
+from harness.accuracy.coverage import SIDECAR
 from harness.engines.artifacts import REFERENCE_MODEL, ArtifactCache, VariantSpec
 from harness.reference import configs
 from harness.reference.configs import Target
@@ -157,7 +158,7 @@ def build_reference_repository(device: str = "cpu", imgsz: int = 640, *,
                 files["model.onnx"] = fp32.path
             write_model(models, all_configs[name], {1: files})
         write_model(models, all_configs["yolo_ensemble"], {1: {}})
-        write_model(models, all_configs["yolo_onnx"], {v: {"model.onnx": a.path} for v, a in onnx.items()})
+        write_model(models, all_configs["yolo_onnx"], {v: _with_calibration(a.path) for v, a in onnx.items()})
         if plan is not None:
             write_model(models, all_configs["yolo_trt"], {1: {"model.plan": plan.path}})
         shutil.rmtree(vendored.parent)
@@ -170,6 +171,13 @@ def build_reference_repository(device: str = "cpu", imgsz: int = 640, *,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folder / "models"
+
+
+def _with_calibration(onnx: Path) -> dict[str, Path]:
+    """A version folder's files: the ONNX artifact, and its calibration record where it has one (the INT8
+    version: the accuracy suite's coverage check reads it beside the served file)."""
+    sidecar = onnx.parent / SIDECAR
+    return {"model.onnx": onnx, **({SIDECAR: sidecar} if sidecar.is_file() else {})}
 
 
 def manifest(repository: Path) -> dict:

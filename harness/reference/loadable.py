@@ -69,13 +69,18 @@ def _gpus_wanted(config: ModelConfig) -> set[int] | None:
     return wanted
 
 
-def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int] | None | str = HOST) -> dict[str, str]:
+def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int] | None | str = HOST,
+               adapted: frozenset[str] = frozenset()) -> dict[str, str]:
     """Model name -> what this host lacks to serve it ("a GPU", "the tensorrt backend", "its step 'x',
     which needs a GPU"), from its config alone. `backends` None: the server's are unknown; `gpus` None:
-    the server's GPUs are unknown (a running server elsewhere), empty: none; default: this host's."""
+    the server's GPUs are unknown (a running server elsewhere), empty: none; default: this host's.
+    `adapted`: models the harness serves through its Python backend on CPU (harness.adapters), which need
+    neither their own backend nor a GPU."""
     configs, gpus = _configs(repository), _resolve(gpus)
     needs = {}
     for name, config in configs.items():
+        if name in adapted:
+            continue
         lacks = []
         wanted = _gpus_wanted(config)
         if wanted is not None and gpus is not None:
@@ -88,11 +93,11 @@ def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int]
             lacks.append(f"the {backend} backend (this server has {', '.join(sorted(backends))})")
         if lacks:
             needs[name] = " and ".join(lacks)
-    _through_ensembles(configs, needs, lambda blocked: f"its step {blocked[0]!r}, which needs {needs[blocked[0]]}")
+    through_ensembles(configs, needs, lambda blocked: f"its step {blocked[0]!r}, which needs {needs[blocked[0]]}")
     return needs
 
 
-def _through_ensembles(configs: dict, reasons: dict[str, str], reason, missing_steps_block: bool = False) -> None:
+def through_ensembles(configs: dict, reasons: dict[str, str], reason, missing_steps_block: bool = False) -> None:
     """An ensemble is only as servable as its steps: each ensemble with a step in `reasons` (or, with
     `missing_steps_block`, a step the repository lacks) gets `reason(blocked steps)`, until nothing changes."""
     changed = True
@@ -113,7 +118,7 @@ def unloadable_models(repository: Path, backends: set[str], gpus: frozenset[int]
     is missing or unloadable)."""
     configs = _configs(repository)
     reasons = {name: f"needs {needs}" for name, needs in host_needs(repository, backends, gpus).items()}
-    _through_ensembles(configs, reasons, lambda blocked: f"ensemble step(s) {blocked} cannot load", missing_steps_block=True)
+    through_ensembles(configs, reasons, lambda blocked: f"ensemble step(s) {blocked} cannot load", missing_steps_block=True)
     return reasons
 
 

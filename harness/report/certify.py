@@ -48,12 +48,15 @@ def pytest_command(args) -> list[str]:
                f"--junitxml={report_dir / 'junit.xml'}", f"--triton={args.triton}", "-q"]
     if args.strict:
         command.append("--certify-strict")
+    if args.no_adapter:
+        command.append("--no-adapter")
     for attr, option in PASSED_ON:
         value = getattr(args, attr)
         if value:
             command.append(f"{option}={Path(value).resolve() if attr in PATHS else value}")
     command += [f"--model={declaration}" for declaration in args.model or ()]
     command += [f"--precision={declaration}" for declaration in args.precision or ()]
+    command += [f"--onnx-for={declaration}" for declaration in args.onnx_for or ()]
     return command + list(args.pytest_args)
 
 
@@ -193,6 +196,12 @@ def register(subparsers) -> None:
                         help="refuse partial coverage: a model this host cannot serve makes the run PARTIAL (exit 6) even "
                              "under a profile that accepts it (default profile: certified for what could be tested "
                              "here, listing each such model and the way out)")
+    parser.add_argument("--no-adapter", action="store_true",
+                        help="on the embedded server, do not serve onnxruntime_onnx models through the harness's ONNX "
+                             "Runtime adapter: they are then not tested on this host")
+    parser.add_argument("--onnx-for", action="append", metavar="MODEL=FILE",
+                        help="a tensorrt_plan model this server cannot run, served through the ONNX Runtime adapter "
+                             "from the ONNX it was built from, at that ONNX's precision (labelled so)")
     parser.add_argument("--diagnose", action="store_true",
                         help="when an accuracy check fails, run the ablation ladder (yts diagnose) on --repo after the "
                              "suites: report.json \"diagnose\", report.html's section; the verdict stays the gate's")

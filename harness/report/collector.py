@@ -42,6 +42,7 @@ SERVER_CHECKS = (
     "suites/protocol/test_untrusted.py::test_process_mode_warns_model_code_runs_on_host*",
 )
 NOT_ABOUT_REPOSITORY = "(not about the repository)"
+SERVED_THROUGH = "served_through"  # a check's value: the adapter that served its model (harness.adapters)
 EMPTY_PARAMETERS = "got empty parameter set"  # pytest's words for a parametrize with nothing to run on
 # severity order of a suite's verdicts for one model: the worst shows in its row
 SEVERITY = ("error", "failed", "interrupted", "not tested", "passed", "not applicable")
@@ -74,6 +75,8 @@ class ReportCollector:
         self.repository_models: list[str] = []  # every model of the repository under test (coverage's B)
         self.uses_server: set[str] = set()  # checks of the whole server (the plugin's triton_server, no model)
         self.served: set[str] | None = None  # models of the repository that server served (None: not started)
+        # model -> "served through the ONNX Runtime adapter; ..." (harness.availability.adapter_labels)
+        self.adapter_served: dict[str, str] = {}
 
     def add_environment(self, **values) -> None:
         self.environment.update({k: v for k, v in values.items() if v is not None})
@@ -115,6 +118,17 @@ class ReportCollector:
         elif report.failed:
             entry["verdict"] = "failed" if report.when == "call" else "error"
             entry["message"] = _headline(report)
+        label = self.adapter_served.get(entry.get("model")) or self._server_label(report.nodeid)
+        if label:  # every check of a model served through the adapter says so, its failures in their message
+            entry["values"][SERVED_THROUGH] = label
+            if entry["verdict"] in ("failed", "error", "not tested") and label not in entry["message"]:
+                entry["message"] += f" [{label}]"
+
+    def _server_label(self, nodeid: str) -> str | None:
+        """A check of the whole server (no model parameter) while it serves models through the adapter:
+        which, and how ("yolo_onnx: served through the ONNX Runtime adapter; ...")."""
+        through = sorted(set(self.served or ()) & set(self.adapter_served)) if nodeid in self.uses_server else []
+        return "; ".join(f"{model}: {self.adapter_served[model]}" for model in through) or None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
@@ -178,6 +192,7 @@ class ReportCollector:
                                 **_library_versions(), **self.environment},
                 "artifacts": dict(self.artifacts),
                 "not_servable_here": dict(self.not_servable),
+                "adapter_served": dict(self.adapter_served),
                 "declared_skip": list(self.declared_skip),
                 "repository_models": list(self.repository_models),
                 "models": by_model(self.checks.values()),

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.verdicts import NOT_BATCHING
+from harness.verdicts import NOT_BATCHING, SERVED_BY_ADAPTER
 
 PROFILES = Path(__file__).parent / "profiles"
 EXIT_PARTIAL = 6  # `yts certify`'s status for PARTIAL (pytest's own statuses are 0-5)
@@ -46,6 +46,9 @@ class Verdict:
     # required checks that do not concern the repository by its design (it does not batch): said, not judged
     by_design: list[dict] = field(default_factory=list)
     accept_partial: bool = False
+    # model -> how it was served where the server lacks its backend (report.json "adapter_served":
+    # harness.adapters): its checks judge the model's own file, not that backend
+    adapter_served: dict[str, str] = field(default_factory=dict)
 
     @property
     def not_tested_models(self) -> dict[str, str]:
@@ -79,6 +82,10 @@ class Verdict:
         lines += [f"  {reason} (harness's optional tool; does not block: {_ids(checks)})"
                   for reason, checks in _grouped(self.not_tested_here).items()]
         lines += [f"  {reason} (by design; does not block: {_ids(checks)})" for reason, checks in _grouped(self.by_design).items()]
+        if self.adapter_served:
+            lines.append(f"  {SERVED_BY_ADAPTER}: " + ", ".join(
+                model + (label.removeprefix(SERVED_BY_ADAPTER) if label.startswith(SERVED_BY_ADAPTER) else f" ({label})")
+                for model, label in self.adapter_served.items()))
         if self.declared_skip:
             lines.append(f"  excluded, declared skip: {', '.join(self.declared_skip)}")
         return "\n".join(lines)
@@ -183,7 +190,8 @@ def judge(report: dict | Path, profile: dict, strict: bool | None = None) -> Ver
         {m: r for m, r in report.get("not_servable_here", {}).items() if m not in skipped}, host_limited, strict,
         report.get("models", {}), sorted(skipped),
         repository_models=[m for m in report.get("repository_models", []) if m not in skipped],
-        by_design=by_design, accept_partial=bool(profile.get("accept_partial", False)))
+        by_design=by_design, accept_partial=bool(profile.get("accept_partial", False)),
+        adapter_served={m: r for m, r in report.get("adapter_served", {}).items() if m not in skipped})
     passing = bool(required) and not failing and not untested and not verdict.nothing_tested
     partial = passing and bool(verdict.not_tested_models) and (strict or not verdict.accept_partial)
     verdict.partial = partial and verdict.incomplete is None

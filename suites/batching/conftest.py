@@ -100,11 +100,11 @@ class BatchingBench:
     (model, concurrency, protocol), each written raw to disk before it is read back and judged."""
 
     def __init__(self, pytestconfig: pytest.Config, source: Path):
-        from harness.repository.scratch import scratch_copy
+        from harness.plugin import serving_copy
 
         self.pytestconfig = pytestconfig
         self.option = pytestconfig.getoption
-        self.repository = scratch_copy(source)
+        self.repository = serving_copy(pytestconfig, source)
         self.configs = {}
         for model in batching_targets(pytestconfig)[0]:
             if not (self.repository / model / CONFIG_NAME).is_file():

@@ -2,18 +2,22 @@
 
 import pytest
 
+from harness.adapters.onnx_runtime import is_adapted
 from harness.availability import load_failures, record_load_failures
 from harness.checks import NotApplicable, format_findings
 from harness.checks.live import LoadFailed, check_live, ensure_loaded
+from harness.checks.model import load_entry
 from harness.verdicts import not_servable_here
 
 pytestmark = pytest.mark.server
 
 
-def test_live(pytestconfig, entry, live_server, live_clients, record_additions):
+def test_live(pytestconfig, entry, repository, live_server, live_clients, record_additions):
     live_http, live_grpc = live_clients
     if entry.config is None:
         pytest.skip("config.pbtxt missing or unreadable (the layout/schema checks report it)")
+    if is_adapted(repository / entry.name):  # served as the adapter's config says (its tensors are the model's)
+        entry = load_entry(repository, entry.name)
     refused = None
     try:
         ensure_loaded(entry, live_http, can_load=live_server.controls_repository, log_tail=live_server.log_tail)

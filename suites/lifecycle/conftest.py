@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.plugin import say, start_server, stop_at_suite_end
+from harness.plugin import say, serving_copy, start_server, stop_at_suite_end
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("yts-lifecycle", "yolo-triton-suite lifecycle suite")
@@ -66,7 +66,6 @@ def deployment(pytestconfig, repository_source, manifest):
     from harness.lifecycle.driver import load_driver
     from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles
     from harness.reference.loadable import loadable_models, server_backends, unloadable_models
-    from harness.repository.scratch import scratch_copy
     from harness.repository.sizing import read_configs
 
     if pytestconfig.getoption("--triton") == "url":
@@ -75,7 +74,7 @@ def deployment(pytestconfig, repository_source, manifest):
         driver_class = load_driver(pytestconfig.getoption("--lifecycle-driver"))
     except (ValueError, ImportError, AttributeError) as error:
         raise pytest.UsageError(f"--lifecycle-driver: {error}") from error
-    scratch = scratch_copy(repository_source)
+    scratch = serving_copy(pytestconfig, repository_source)
     backends = server_backends(pytestconfig.getoption("--triton"), pytestconfig.getoption("--triton-image"))
     load = loadable_models(scratch, backends)
     for attempt in range(2):  # a model that fails to load at the first start is recorded once: choose again
