@@ -372,3 +372,16 @@ def test_segmentation_rows_are_detections_from_their_first_six_columns_masks_not
     raw = layout_of(SEGMENTATION.replace("[1, 300, 38]", "[1, 116, 8400]"))
     assert (raw.role, raw.output.kind, raw.output.masks) == ("raw", RAW, 32), raw.describe()
     assert raw_detection_rows(np.zeros((1, 116, 8400)), raw.output).shape == (1, 84, 8400)
+
+
+def test_a_raw_segmentation_candidate_is_decoded_without_its_mask_rows():
+    """The accuracy suite's raw candidate over fixtures/config/segmentation_head's yolo_seg ONNX (4 + 80 + 32
+    rows beside 32 prototypes), run by ONNX Runtime: the decoder gets 4 + 80 rows."""
+    from harness.accuracy.candidates import RawCandidate
+    from harness.engines.ort import OrtEngine
+
+    model = paths.FIXTURES / "config" / "segmentation_head" / "yolo_seg"
+    layout = read_layout(read_config(model), None, "yolo_seg")
+    candidate = RawCandidate("yolo_seg", "fp32", OrtEngine(model / "1" / "model.onnx"), output=layout.output)
+    outputs = candidate.infer(np.zeros((1, 3, 320, 320), np.float32))
+    assert outputs["output0"].shape == (1, 84, 100) and outputs["output1"].shape == (1, 32, 10, 10)

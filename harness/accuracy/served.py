@@ -161,12 +161,9 @@ class ServedRawModel:
         self.name = config.name
         self.input_name = config.input[0].name
         self.outputs = [o.name for o in config.output]
-        self.layout = read_layout(config).output  # a segmentation head's mask rows are cut off the first output
 
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import tritonclient.http as httpclient  # noqa: PLC0415
-
-        from harness.vision.detections import raw_detection_rows  # noqa: PLC0415
 
         batch = inputs[self.input_name]
         results: dict[str, list] = {name: [] for name in self.outputs}
@@ -178,7 +175,6 @@ class ServedRawModel:
                                          outputs=[httpclient.InferRequestedOutput(n, binary_data=True) for n in self.outputs])
             for name in self.outputs:
                 value = response.as_numpy(name)
-                value = raw_detection_rows(value, self.layout) if name == self.outputs[0] else value
                 results[name].append(value if self.config.max_batch_size > 0 else value[None])
         return {name: np.concatenate(values) for name, values in results.items()}
 
