@@ -363,6 +363,7 @@ def test_segmentation_rows_are_detections_from_their_first_six_columns_masks_not
     layout = layout_of(SEGMENTATION)
     assert (layout.role, layout.output.kind, layout.output.masks) == ("e2e", ROWS, 32)
     assert layout.output.names == {"rows": "output0", "prototypes": "output1"}
+    assert layout.output.read == ["output0"]  # the prototypes are not requested: masks are not tested
     assert "masks not tested (32 mask coefficients with prototypes 'output1')" in layout.describe()
     rows = np.zeros((1, 300, 38), np.float32)
     rows[0, 0, :6] = [10, 20, 30, 60, 0.9, 3]

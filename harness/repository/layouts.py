@@ -167,6 +167,12 @@ class OutputLayout:
         return self.names.get("count")
 
     @property
+    def read(self) -> list[str]:
+        """The outputs the detections are read from, to request: not a segmentation head's prototypes (masks
+        are not tested, and [32, 160, 160] floats an image would only be carried)."""
+        return list(dict.fromkeys(n for part, n in self.names.items() if part != "prototypes"))
+
+    @property
     def primary(self) -> str:
         """The output that holds the boxes (raw tensor, rows, NMS boxes or JSON text)."""
         return self.names.get(self.kind if self.kind != NMS else "boxes")
