@@ -328,10 +328,12 @@ def test_fixture_repository_models_are_end_to_end_with_their_geometry(tmp_path):
     from harness.vision.served import end_to_end_models
 
     found = {m.name: m for m in end_to_end_models(repo, load_manifest(repo))}
-    assert sorted(found) == ["yolo_nms", "yolo_nms_xywh", "yolo_pixels", "yolo_pixels_normalized"]
+    assert sorted(found) == ["yolo_nms", "yolo_nms_xywh", "yolo_nms_xywh_declared", "yolo_pixels", "yolo_pixels_normalized"]
     assert all(m.imgsz == (320, 320) for m in found.values())
     assert found["yolo_nms"].layout.output.kind == NMS and found["yolo_pixels"].layout.input.kind == PIXELS
-    assert "declared in" in found["yolo_nms_xywh"].layout.output.how
+    assert found["yolo_nms_xywh"].layout.output.box_format == "xyxy" and not found["yolo_nms_xywh"].layout.output.how
+    declared = found["yolo_nms_xywh_declared"].layout.output
+    assert declared.box_format == "xywh" and "declared in" in declared.how
 
 
 # -- NMS-inside outputs without a count, segmentation heads ---------------------------------------
