@@ -388,11 +388,12 @@ def _read_nms(outputs: tuple[Port, ...]) -> tuple[OutputLayout | None, str | Non
 
 
 def _prototypes(outputs: tuple[Port, ...], batched: bool) -> list[tuple[Port, int]]:
-    """(port, M) of every output that could hold segmentation prototypes [M, H, W]."""
+    """(port, M) of every output that could hold segmentation prototypes [M, H, W]: M fixed, H and W a map
+    (not 1), as YOLOv8-seg's `output1` [32, 160, 160]."""
     found = []
     for port in outputs:
         dims = _unbatched(port.dims, batched, 3)
-        if port.datatype in FLOATS and len(dims) == 3 and dims[0] > 0:
+        if port.datatype in FLOATS and len(dims) == 3 and dims[0] > 0 and all(d != 1 for d in dims[1:]):
             found.append((port, int(dims[0])))
     return found
 
