@@ -40,6 +40,7 @@ BROKEN = {
     "config_name_mismatch": ("test_layout[yolo_raw]", "config name 'yolo_detector' differs from its directory 'yolo_raw'"),
     "declared_role_contradicts": ("test_role[yolo_onnx]", "declared e2e"),
     "declared_nc_mismatch": ("test_role[yolo_onnx]", "nc = 80 means 4 + 80 = 84"),
+    "segmentation_nc_mismatch": ("test_role[yolo_seg]", "117 rows, but nc = 80 means 4 + 80 + 32 mask coefficients = 116"),
     "autocomplete_conflict": ("test_schema[yolo_auto]", "configuration specified max_batch_size 8, but in "
                               "auto-complete-config function for model 'yolo_auto' specified max_batch_size 4"),
     "empty_onnx": ("test_bindings[yolo_onnx]", "model.onnx is empty (0 bytes)"),
@@ -50,7 +51,7 @@ BROKEN = {
 # The serving host a fixture is judged for, where it is not this one.
 SERVING_HOST = {"plan_built_elsewhere": {"YTS_COMPUTE_CAPABILITY": "9.0", "YTS_TENSORRT_VERSION": "10.3.1"}}
 # Correct repositories besides good/: one that relies on Triton's auto-complete, one only serving breaks.
-GOOD = {"good", "autocomplete_minimal", "served_shape_differs"}
+GOOD = {"good", "autocomplete_minimal", "served_shape_differs", "segmentation_head"}
 
 
 def run_suite(pytester: pytest.Pytester, fixture: str, *args: str):
@@ -94,6 +95,22 @@ def test_unknown_role_is_not_tested_and_says_how_to_declare_it(pytester):
     declared = run_suite(pytester, "good", "-m", "not server", "-k", "role", "--model", "yolo_ensemble=skip")
     reasons = [str(r.longrepr) for r in declared.getreports("pytest_runtest_logreport") if r.skipped]
     assert any("marks yolo_ensemble skip" in reason for reason in reasons), reasons
+
+
+def test_segmentation_heads_are_judged_by_their_detections_and_say_masks_are_not_tested(pytester):
+    """YOLOv8-seg exports (nc = 80 declared): raw [116, anchors] and rows [100, 38], each beside prototypes
+    output1 [32, H, W]. Their roles pass as what their detections are (not raw heads with 112 or 34
+    classes), and each pass says, as a NotTestedWarning, that the masks were not tested."""
+    recorder = run_suite(pytester, "segmentation_head", "-m", "not server", "-k", "role")
+    passed, skipped, failed = recorder.listoutcomes()
+    assert not failed, failures(recorder)
+    assert sorted(r.nodeid.split("::")[-1] for r in passed) == ["test_role[yolo_seg]", "test_role[yolo_seg_nms]"]
+    said = sorted(str(call.warning_message.message) for call in recorder.getcalls("pytest_warning_recorded")
+                  if call.warning_message.category.__name__ == "NotTestedWarning")
+    assert said == ["yolo_seg: segmentation head: detections judged from the first 4 + nc rows; masks not tested "
+                    "(32 mask coefficients with prototypes 'output1')",
+                    "yolo_seg_nms: segmentation head: detections judged from the first 6 columns; masks not tested "
+                    "(32 mask coefficients with prototypes 'output1')"], said
 
 
 def test_manifest_naming_a_model_the_repository_lacks_is_a_usage_error(pytester):

@@ -25,7 +25,7 @@ from harness.repository.config import parse_config, read_config, write_config
 from harness.repository.layouts import (BASE64, ENCODED, JSON, NMS, PIXELS, RAW, ROWS, TENSOR, OutputLayout,
                                         parse_declaration, read_layout)
 from harness.repository.manifest import Manifest, ManifestError, load_manifest
-from harness.vision.detections import as_written, to_source_rows
+from harness.vision.detections import as_written, raw_detection_rows, to_source_rows
 from harness.vision.letterbox import LETTERBOX
 from tests.conftest import load_module
 
@@ -328,7 +328,63 @@ def test_fixture_repository_models_are_end_to_end_with_their_geometry(tmp_path):
     from harness.vision.served import end_to_end_models
 
     found = {m.name: m for m in end_to_end_models(repo, load_manifest(repo))}
-    assert sorted(found) == ["yolo_nms", "yolo_nms_xywh", "yolo_pixels", "yolo_pixels_normalized"]
+    assert sorted(found) == ["yolo_nms", "yolo_nms_xywh", "yolo_nms_xywh_declared", "yolo_pixels", "yolo_pixels_normalized"]
     assert all(m.imgsz == (320, 320) for m in found.values())
     assert found["yolo_nms"].layout.output.kind == NMS and found["yolo_pixels"].layout.input.kind == PIXELS
-    assert "declared in" in found["yolo_nms_xywh"].layout.output.how
+    assert found["yolo_nms_xywh"].layout.output.box_format == "xyxy" and not found["yolo_nms_xywh"].layout.output.how
+    declared = found["yolo_nms_xywh_declared"].layout.output
+    assert declared.box_format == "xywh" and "declared in" in declared.how
+
+
+# -- NMS-inside outputs without a count, segmentation heads ---------------------------------------
+def test_nms_outputs_without_a_count_read_as_padded_not_as_counted():
+    """EfficientNMS outputs with no num_dets, and Ultralytics-style rows beside a float [1] that is not a
+    count (a timing): no count is read, the description says so, and -1 / zero padding rows are empty."""
+    nms = layout_of(LEVIPEREIRA["yolov9-c"].replace("yolov9-c", "m").replace(
+        'output { name: "num_dets" data_type: TYPE_INT32 dims: [1] }', ""))
+    assert nms.role == "e2e" and nms.output.kind == NMS and nms.output.count is None
+    assert "no count (rows with score <= 0 or class < 0 are padding)" in nms.describe()
+    outputs = {"det_boxes": np.array([[[10, 20, 30, 60], [0, 0, 0, 0], [-1, -1, -1, -1]]], np.float32),
+               "det_scores": np.array([[0.9, 0, -1]], np.float32), "det_classes": np.array([[3, 0, -1]], np.int32)}
+    np.testing.assert_allclose(to_source_rows(nms.output, outputs, (100, 100)), [[10, 20, 30, 60, 0.9, 3]], rtol=1e-6)
+    rows = layout_of(ULTRALYTICS_NMS + '\n    output { name: "latency_ms" data_type: TYPE_FP32 dims: [1] }')
+    assert rows.output.kind == ROWS and rows.output.count is None, rows.describe()
+    counted = layout_of(ULTRALYTICS_NMS + '\n    output { name: "num_dets" data_type: TYPE_FP32 dims: [-1, 1] }')
+    assert counted.output.count == "num_dets" and "no count" not in counted.describe()
+
+
+SEGMENTATION = """name: "yolo_seg" platform: "onnxruntime_onnx" max_batch_size: 0
+    input { name: "images" data_type: TYPE_FP32 dims: [1, 3, 640, 640] }
+    output { name: "output0" data_type: TYPE_FP32 dims: [1, 300, 38] }
+    output { name: "output1" data_type: TYPE_FP32 dims: [1, 32, 160, 160] }"""
+
+
+def test_segmentation_rows_are_detections_from_their_first_six_columns_masks_not_tested():
+    """Ultralytics' YOLOv8-seg nms=True export: rows [300, 6 + 32 mask coefficients] beside prototypes
+    [32, 160, 160]: end-to-end, not a raw head with 296 classes; decoded from the first 6 columns."""
+    layout = layout_of(SEGMENTATION)
+    assert (layout.role, layout.output.kind, layout.output.masks) == ("e2e", ROWS, 32)
+    assert layout.output.names == {"rows": "output0", "prototypes": "output1"}
+    assert layout.output.read == ["output0"]  # the prototypes are not requested: masks are not tested
+    assert "masks not tested (32 mask coefficients with prototypes 'output1')" in layout.describe()
+    rows = np.zeros((1, 300, 38), np.float32)
+    rows[0, 0, :6] = [10, 20, 30, 60, 0.9, 3]
+    rows[0, 0, 6:] = 0.5  # mask coefficients: never read as a score or a class
+    rows[0, 1, :6] = [-1, -1, -1, -1, -1, -1]
+    np.testing.assert_allclose(to_source_rows(layout.output, {"output0": rows}, (100, 100)), [[10, 20, 30, 60, 0.9, 3]])
+    raw = layout_of(SEGMENTATION.replace("[1, 300, 38]", "[1, 116, 8400]"))
+    assert (raw.role, raw.output.kind, raw.output.masks) == ("raw", RAW, 32), raw.describe()
+    assert raw_detection_rows(np.zeros((1, 116, 8400)), raw.output).shape == (1, 84, 8400)
+
+
+def test_a_raw_segmentation_candidate_is_decoded_without_its_mask_rows():
+    """The accuracy suite's raw candidate over fixtures/config/segmentation_head's yolo_seg ONNX (4 + 80 + 32
+    rows beside 32 prototypes), run by ONNX Runtime: the decoder gets 4 + 80 rows."""
+    from harness.accuracy.candidates import RawCandidate
+    from harness.engines.ort import OrtEngine
+
+    model = paths.FIXTURES / "config" / "segmentation_head" / "yolo_seg"
+    layout = read_layout(read_config(model), None, "yolo_seg")
+    candidate = RawCandidate("yolo_seg", "fp32", OrtEngine(model / "1" / "model.onnx"), output=layout.output)
+    outputs = candidate.infer(np.zeros((1, 3, 320, 320), np.float32))
+    assert outputs["output0"].shape == (1, 84, 100) and outputs["output1"].shape == (1, 32, 10, 10)

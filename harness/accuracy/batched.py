@@ -69,19 +69,21 @@ def end_to_end_items(detector, encoded: list[bytes]) -> list[Item]:
 
 def raw_items(config, input_name: str, encoded: list[bytes], imgsz: tuple[int, int], thresholds: dict) -> list[Item]:
     """Items for a raw detector: the reference letterbox in, the reference decode (NMS at `thresholds`) out."""
+    from harness.repository.layouts import read_layout
+    from harness.vision.detections import raw_detection_rows
     from harness.vision.image import decode_image_bytes
     from harness.vision.letterbox import LETTERBOX
     from harness.vision.pipeline import DetectionPipeline
 
     pipeline = DetectionPipeline(imgsz=imgsz, conf=thresholds["conf"], iou=thresholds["iou"], max_det=thresholds["max_det"])
-    output = config.output[0].name
+    output, layout = config.output[0].name, read_layout(config).output
     items = []
     for blob in encoded:
         tensor, meta = LETTERBOX(decode_image_bytes(blob), imgsz)
         array = np.ascontiguousarray(tensor[None] if config.max_batch_size > 0 else tensor, dtype=np.float32)
 
         def decode(outputs, meta=meta):
-            raw = outputs[output]
+            raw = raw_detection_rows(outputs[output], layout)
             detections, num = pipeline.postprocess(raw if raw.ndim == 3 else raw[None], [meta])
             return detections[0][: int(num[0])].astype(np.float64)
         items.append(Item(array, "FP32", decode))

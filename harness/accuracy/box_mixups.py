@@ -35,23 +35,28 @@ def _reading(layout: OutputLayout) -> str:
     return f"{layout.box_format} " + ("in pixels" if layout.box_units == "pixels" else "normalised")
 
 
-def cause(declared: OutputLayout, found: OutputLayout) -> str:
+def cause(declared: OutputLayout, found: OutputLayout, assumed: tuple[str, ...] = ()) -> str:
+    """`assumed`: which of box_format / box_units nothing declared (the defaults, xyxy in pixels, were read)."""
+    def said(key: str) -> str:
+        return f"is assumed (nothing declares {key})" if key in assumed else "is declared"
+
     parts = []
     if found.box_format != declared.box_format:
         parts.append(f"the model writes {FORMAT_WORDS[found.box_format]} where {FORMAT_WORDS[declared.box_format]} "
-                     f"is declared")
+                     f"{said('box_format')}")
     if found.box_units != declared.box_units:
         parts.append("the boxes are normalised (fractions of the image) and never scaled back to pixels"
                      if found.box_units == "normalized" else
-                     "the boxes are in pixels where normalised coordinates are declared")
+                     f"the boxes are in pixels where normalised coordinates {said('box_units').replace('is ', 'are ')}")
     return "; ".join(parts)
 
 
 def hints(reference: dict[int, np.ndarray], answers: dict, decode, layout: OutputLayout, sizes: dict[int, tuple[int, int]],
-          conf: float, match_iou: float, model: str) -> list[str]:
+          conf: float, match_iou: float, model: str, assumed: tuple[str, ...] = ()) -> list[str]:
     """Lines naming the mix-up that explains the mismatch, if one does. `reference`: image id -> rows at
     `conf`; `answers`: image id -> the served answer (harness.vision.served.Answer); `decode(answer, layout)`
-    -> rows; `sizes`: image id -> source (h, w), for normalised readings."""
+    -> rows; `sizes`: image id -> source (h, w), for normalised readings; `assumed`: which of box_format /
+    box_units nothing declared (the message then says the default was assumed)."""
     if not answers or layout is None:
         return []
     ids = [i for i in reference if i in answers]
@@ -78,7 +83,7 @@ def hints(reference: dict[int, np.ndarray], answers: dict, decode, layout: Outpu
     if best is None:
         return []
     other, share, iou = best
-    return [f"{model}: {cause(layout, other)}: read as {_reading(other)}, its boxes match the reference (matched "
+    return [f"{model}: {cause(layout, other, assumed)}: read as {_reading(other)}, its boxes match the reference (matched "
             f"{share:.0%}, mean IoU {iou:.2f}; as declared, {_reading(layout)}: "
             f"{base_share:.0%}, IoU {base_iou:.2f}). Fix the model, or if that is its contract declare it in yts.toml: "
             f'[layout.{model}] box_format = "{other.box_format}", box_units = "{other.box_units}"']

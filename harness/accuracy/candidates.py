@@ -65,10 +65,17 @@ class RawCandidate:
     input_name: str = "images"
     origin: str = "local"  # local | served
     artifact: object = None  # the model file, when there is one (coverage reads its sidecar)
+    output: object = None  # its raw OutputLayout, when read: a segmentation head's mask rows are cut off
     kind: str = field(default="raw", init=False)
 
     def infer(self, batch: np.ndarray) -> dict[str, np.ndarray]:
-        return self.engine.infer({self.input_name: batch})
+        from harness.vision.detections import raw_detection_rows
+
+        outputs = self.engine.infer({self.input_name: batch})
+        if self.output is not None and self.output.masks:
+            name = self.output.names["raw"]
+            outputs = {**outputs, name: raw_detection_rows(outputs[name], self.output)}
+        return outputs
 
 
 @dataclass

@@ -82,8 +82,10 @@ def mixups(reference: Run, candidate: Run, detector, evalset: EvalSet, profile: 
         return []
     conf = max(profile.eval["conf"], candidate.conf)
     sizes = {i["id"]: (int(i["height"]), int(i["width"])) for i in evalset.coco["images"] if "height" in i}
+    declared = detector.layout.declared
+    assumed = tuple(k for k in ("box_format", "box_units") if declared is None or not getattr(declared, k))
     return box_mixups.hints(reference.at(conf), candidate.answers, detector.decode, detector.layout.output, sizes, conf,
-                            profile.section("boxes", judge_as)["match_iou"], detector.model.name)
+                            profile.section("boxes", judge_as)["match_iou"], detector.model.name, assumed)
 
 
 def _options(profile: Profile) -> dict:

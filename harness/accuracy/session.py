@@ -4,6 +4,7 @@ end-to-end candidate) for the tests that judge them. Unavailable candidates beco
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from harness import paths
 from harness.accuracy import runner
 from harness.accuracy.candidates import EndToEndCandidate, PreprocessConfig, RawCandidate, pipeline_candidate
 from harness.accuracy.specs import CandidateSpec
+from harness.checks.findings import NotTestedWarning
+from harness.repository.layouts import RAW as RAW_OUTPUT
 
 
 class AccuracySession:
@@ -128,11 +131,14 @@ class AccuracySession:
         settings = served.served_settings(repository, spec.target, manifest, self.profile.eval)
         config, layout, artifact, precision = settings.config, settings.layout, settings.artifact, settings.precision
         role = manifest.role(spec.target) or layout.role
+        if layout.output is not None and layout.output.untested:
+            warnings.warn(NotTestedWarning(f"{spec.target}: {layout.output.untested}"), stacklevel=2)
         if role == served.RAW:
             model = served.ServedRawModel(client, config)
             if layout.input is not None:
                 model.input_name = layout.input.name
-            return RawCandidate(spec.name, precision, model, input_name=model.input_name, origin="served", artifact=artifact)
+            return RawCandidate(spec.name, precision, model, input_name=model.input_name, origin="served", artifact=artifact,
+                                output=layout.output if layout.output is not None and layout.output.kind == RAW_OUTPUT else None)
         thresholds = settings.thresholds
         try:
             detector = served.ServedEndToEndModel(client, config, manifest)
@@ -155,7 +161,8 @@ class AccuracySession:
         key = f"local:{artifact}:{candidate.kind}:{getattr(candidate, 'conf', None)}"
         if key not in self._runs:
             if candidate.kind == "raw":
-                twin = RawCandidate(f"local {Path(artifact).name}", candidate.precision, OrtEngine(artifact), artifact=artifact)
+                twin = RawCandidate(f"local {Path(artifact).name}", candidate.precision, OrtEngine(artifact), artifact=artifact,
+                                    output=candidate.output)
             else:
                 t = getattr(candidate, "thresholds", {k: self.profile.eval[k] for k in ("conf", "iou", "max_det")})
                 twin = pipeline_candidate(f"local {Path(artifact).name}", artifact, PreprocessConfig(),

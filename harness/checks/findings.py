@@ -22,6 +22,11 @@ def triton_says(text: str) -> str:
     return f'Triton: "{text}"'
 
 
+class NotTestedWarning(UserWarning):
+    """What a passing check read but no check judges (a segmentation head's masks): said in the warnings
+    summary, so a pass never claims more than was tested."""
+
+
 class NotApplicable(Exception):
     """The check has nothing to judge for this model; the reason says why (a skip, not a pass)."""
 

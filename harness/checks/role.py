@@ -5,11 +5,14 @@ e2e: images in any form (tensors, encoded or base64 bytes, UINT8 pixels) and det
 (rows [max_det, 6], NMS-inside outputs, declared JSON). A model nobody can place is "not tested,
 because…" with the yts.toml lines that would place it (never passed); a pipeline step is tested through
 its ensemble; a declaration the config contradicts fails, naming the contradiction, as does an imgsz or
-nc the config disagrees with."""
+nc the config disagrees with. A segmentation head (prototypes beside the detections) passes as what its
+detections are, with a NotTestedWarning saying its masks are not tested."""
 
 from __future__ import annotations
 
-from harness.checks.findings import Finding, NotApplicable
+import warnings
+
+from harness.checks.findings import Finding, NotApplicable, NotTestedWarning
 from harness.checks.model import ModelEntry, list_models, load_entry
 from harness.repository.config import CONFIG_NAME
 from harness.repository.layouts import RAW, ROLE_RAW, Layout, read_layout
@@ -34,9 +37,11 @@ def _size_problems(layout: Layout, manifest) -> list[str]:
     spatial = [d for d in image.dims[-2:] if d > 0]
     if manifest.imgsz and spatial and spatial != [manifest.imgsz] * len(spatial):
         problems.append(f"input {image.name!r} dims {list(image.dims)}, but imgsz is declared {manifest.imgsz}")
-    if manifest.nc and dims[0] > 0 and dims[0] != 4 + manifest.nc:
+    masks = layout.output.masks if layout.output is not None else 0
+    if manifest.nc and dims[0] > 0 and dims[0] != 4 + manifest.nc + masks:
+        extra = f" + {masks} mask coefficients" if masks else ""
         problems.append(f"output {out.name!r} dims {list(out.dims)}: {dims[0]} rows, but nc = {manifest.nc} "
-                        f"means 4 + {manifest.nc} = {4 + manifest.nc}")
+                        f"means 4 + {manifest.nc}{extra} = {4 + manifest.nc + masks}")
     return problems
 
 
@@ -68,6 +73,8 @@ def check_role(entry: ModelEntry, manifest, ensembles: dict[str, list[str]]) -> 
             reason = problem or f"its config reads as {found}: {layout.describe()}"
             return [Finding(CHECK, entry.name, file, f"declared {declared} ({manifest.source}), but {reason}")]
     role = declared or found
+    if role is not None and layout.output is not None and layout.output.untested:
+        warnings.warn(NotTestedWarning(f"{entry.name}: {layout.output.untested}"), stacklevel=2)
     if role is None:
         if entry.name in ensembles:
             raise NotApplicable(f"a step of {ensembles[entry.name]}: tested through the ensemble")

@@ -16,6 +16,13 @@ Outputs (matched by shapes and data types, names only to break ties):
 - `nms`   NMS-inside outputs as EfficientNMS writes them: a count [1], boxes [K, 4], scores [K] and
           classes [K] (`num_dets`/`det_boxes`/`det_scores`/`det_classes`, or any other names);
 - `json`  a TYPE_STRING output of JSON detections: decodable once its name and box format are declared.
+Without a count output, rows and NMS outputs are read as padded: a row with a score <= 0 or a class < 0
+(EfficientNMS and Ultralytics pad with zeros, the reference with -1) is empty; nothing assumes a count.
+
+Segmentation heads (YOLOv8-seg): a second output of prototypes [M, H, W] (batched or written [1, M, H, W])
+whose M is the number of columns beyond the detections: rows [max_det, 6 + M] (`output0 [300, 38]` with
+`output1 [32, 160, 160]`) or raw [4 + nc + M, anchors]. Their detections are judged from the first 6
+columns (the first 4 + nc rows); the masks are not tested, and every check that reads the layout says so.
 
 Boxes are xyxy in pixels unless declared otherwise (`box_format` xywh = top-left x, y, w, h; cxcywh;
 `box_units` normalized = fractions of the image the model saw). The pixels are those of the image the
@@ -29,7 +36,7 @@ Roles: `raw` = a tensor input and a raw output (the harness does pre- and post-p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 TENSOR, ENCODED, BASE64, PIXELS = "tensor", "encoded", "base64", "pixels"
 INPUT_KINDS = (TENSOR, ENCODED, BASE64, PIXELS)
@@ -44,6 +51,7 @@ INTEGERS = ("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UIN
 BASE64_NAME = re.compile(r"base64|b64", re.IGNORECASE)
 CLASS_NAME = re.compile(r"class|label|cls|categor", re.IGNORECASE)
 SCORE_NAME = re.compile(r"score|conf|prob", re.IGNORECASE)
+COUNT_NAME = re.compile(r"num|count|dets", re.IGNORECASE)
 
 # What a [layout.NAME] table may say: key -> what it is.
 DECLARATION_KEYS = {
@@ -152,10 +160,17 @@ class OutputLayout:
     max_det: int | None = None
     ports: tuple[Port, ...] = ()
     how: str = ""
+    masks: int = 0  # mask coefficients after the detection columns/rows: a segmentation head (names["prototypes"])
 
     @property
     def count(self) -> str | None:
         return self.names.get("count")
+
+    @property
+    def read(self) -> list[str]:
+        """The outputs the detections are read from, to request: not a segmentation head's prototypes (masks
+        are not tested, and [32, 160, 160] floats an image would only be carried)."""
+        return list(dict.fromkeys(n for part, n in self.names.items() if part != "prototypes"))
 
     @property
     def primary(self) -> str:
@@ -164,10 +179,24 @@ class OutputLayout:
 
     def describe(self) -> str:
         ports = ", ".join(p.describe() for p in self.ports) or ", ".join(self.names.values())
-        what = {RAW: "raw [4 + nc, anchors]", ROWS: "detection rows [max_det, 6]", NMS: "NMS-inside outputs (count, boxes, scores, classes)",
+        what = {RAW: "raw [4 + nc, anchors]", ROWS: "detection rows [max_det, 6]", NMS: "NMS-inside outputs (boxes, scores, classes)",
                 JSON: "JSON detections"}[self.kind]
+        if self.masks:
+            what = {RAW: f"raw [4 + nc + {self.masks}, anchors]", ROWS: f"detection rows [max_det, 6 + {self.masks}]"}[self.kind]
+        elif self.kind in (ROWS, NMS) and self.count is None:
+            what += ", no count (rows with score <= 0 or class < 0 are padding)"
         boxes = "" if self.kind == RAW else f", boxes {self.box_format} in {self.box_units}"
-        return f"output {ports}: {what}{boxes}" + (f" ({self.how})" if self.how else "")
+        return f"output {ports}: {what}{boxes}" + (f" ({self.how})" if self.how else "") + \
+            (f"; {self.untested}" if self.masks else "")
+
+    @property
+    def untested(self) -> str | None:
+        """What of the output no check judges: a segmentation head's masks."""
+        if not self.masks:
+            return None
+        part = "the first 6 columns" if self.kind == ROWS else "the first 4 + nc rows"
+        return (f"segmentation head: detections judged from {part}; masks not tested ({self.masks} mask coefficients "
+                f"with prototypes {self.names['prototypes']!r})")
 
 
 @dataclass(frozen=True)
@@ -322,9 +351,11 @@ def _same(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 
 
 def _count_output(outputs: tuple[Port, ...], taken: set[str]) -> Port | None:
-    counts = [p for p in outputs if p.name not in taken and p.datatype in INTEGERS + FLOATS
-              and all(d in (1, -1) for d in p.dims) and len(p.dims) <= 2]
-    counts.sort(key=lambda p: (p.datatype not in INTEGERS, not re.search(r"num|count|dets", p.name, re.I)))
+    """The detections' count: a [1] output, integer or named as a count (a float [1] named otherwise, a
+    timing or a scale, is not one: without a count the rows are read as padded)."""
+    counts = [p for p in outputs if p.name not in taken and all(d in (1, -1) for d in p.dims) and len(p.dims) <= 2
+              and (p.datatype in INTEGERS or (p.datatype in FLOATS and COUNT_NAME.search(p.name)))]
+    counts.sort(key=lambda p: (p.datatype not in INTEGERS, not COUNT_NAME.search(p.name)))
     return counts[0] if counts else None
 
 
@@ -356,21 +387,41 @@ def _read_nms(outputs: tuple[Port, ...]) -> tuple[OutputLayout | None, str | Non
     return None, None
 
 
-def _read_rows(outputs: tuple[Port, ...]) -> OutputLayout | None:
-    rows = [p for p in outputs if p.datatype in FLOATS and len(p.dims) >= 2 and p.dims[-1] == 6 and p.dims[-2] != 6]
+def _prototypes(outputs: tuple[Port, ...], batched: bool) -> list[tuple[Port, int]]:
+    """(port, M) of every output that could hold segmentation prototypes [M, H, W]: M fixed, H and W a map
+    (not 1), as YOLOv8-seg's `output1` [32, 160, 160]."""
+    found = []
+    for port in outputs:
+        dims = _unbatched(port.dims, batched, 3)
+        if port.datatype in FLOATS and len(dims) == 3 and dims[0] > 0 and all(d != 1 for d in dims[1:]):
+            found.append((port, int(dims[0])))
+    return found
+
+
+def _read_rows(outputs: tuple[Port, ...], batched: bool) -> OutputLayout | None:
+    widths = {6: None, **{6 + m: port for port, m in _prototypes(outputs, batched)}}
+    rows = [p for p in outputs if p.datatype in FLOATS and len(p.dims) >= 2 and p.dims[-1] in widths
+            and p.dims[-2] != p.dims[-1] and widths[p.dims[-1]] is not p]
     if not rows:
         return None
     chosen = next((p for p in rows if p.name == "detections"), rows[0])
+    prototypes = widths[chosen.dims[-1]]
     count = _count_output(outputs, {chosen.name})
-    names = {"rows": chosen.name, **({"count": count.name} if count is not None else {})}
+    names = {"rows": chosen.name, **({"count": count.name} if count is not None else {}),
+             **({"prototypes": prototypes.name} if prototypes is not None else {})}
     k = chosen.dims[-2]
-    return OutputLayout(ROWS, names, max_det=k if k > 0 else None, ports=tuple(p for p in (chosen, count) if p is not None))
+    return OutputLayout(ROWS, names, max_det=k if k > 0 else None, masks=chosen.dims[-1] - 6,
+                        ports=tuple(p for p in (chosen, count, prototypes) if p is not None))
 
 
 def _read_raw(outputs: tuple[Port, ...], batched: bool) -> OutputLayout | None:
     for port in outputs:
         dims = _unbatched(port.dims, batched, 2)
         if port.datatype in FLOATS and len(dims) == 2 and dims[-1] != 6 and (dims[0] == -1 or dims[0] > 4):
+            segment = next(((p, m) for p, m in _prototypes(outputs, batched) if p is not port and dims[0] > 4 + m), None)
+            if segment is not None:
+                return OutputLayout(RAW, {"raw": port.name, "prototypes": segment[0].name}, ports=(port, segment[0]),
+                                    masks=segment[1])
             return OutputLayout(RAW, {"raw": port.name}, ports=(port,))
         break  # the raw output is the first one (what ServedRawModel and the reference's yolo_raw return first)
     return None
@@ -398,7 +449,7 @@ def _read_output(outputs: tuple[Port, ...], batched: bool, declared: LayoutDecla
         if found is not None or problem is not None:
             return found, problem
     nms, problem = _read_nms(outputs)
-    found = nms or (None if problem else _read_rows(outputs))
+    found = nms or (None if problem else _read_rows(outputs, batched))
     if found is None and problem is None:
         strings = [p for p in outputs if p.datatype == "BYTES"]
         if strings:
@@ -409,9 +460,8 @@ def _read_output(outputs: tuple[Port, ...], batched: bool, declared: LayoutDecla
     if found is None:
         return None, problem or f"no output gives detections or raw [4 + nc, anchors]: {[p.describe() for p in outputs]}"
     if declared is not None and (declared.box_format or declared.box_units):
-        found = OutputLayout(found.kind, found.names, declared.box_format or found.box_format,
-                             declared.box_units or found.box_units, found.max_det, found.ports,
-                             f"box format declared in {declared.source}")
+        found = replace(found, box_format=declared.box_format or found.box_format,
+                        box_units=declared.box_units or found.box_units, how=f"box format declared in {declared.source}")
     return found, None
 
 

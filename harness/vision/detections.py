@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 
-from harness.repository.layouts import JSON, NMS, ROWS, OutputLayout
+from harness.repository.layouts import JSON, NMS, RAW, ROWS, OutputLayout
 from harness.vision.letterbox import LETTERBOX, LetterboxMeta
 
 BOX_KEYS = ("bbox", "box", "boxes", "xyxy", "xywh", "rect")
@@ -71,7 +71,8 @@ def as_written(layout: OutputLayout, outputs: dict[str, np.ndarray]) -> np.ndarr
     """The valid detections [k, 6] with boxes as the model wrote them (format and units untouched)."""
     n = _count(outputs, layout)
     if layout.kind == ROWS:
-        rows = _one(outputs[layout.names["rows"]], 2).astype(np.float64).reshape(-1, 6)
+        rows = _one(outputs[layout.names["rows"]], 2).astype(np.float64)
+        rows = rows.reshape(-1, rows.shape[-1])[:, :6]  # a segmentation head's mask coefficients follow
     elif layout.kind == NMS:
         boxes = _one(outputs[layout.names["boxes"]], 2).astype(np.float64).reshape(-1, 4)
         scores = _one(outputs[layout.names["scores"]], 1).astype(np.float64).reshape(-1)
@@ -87,6 +88,13 @@ def as_written(layout: OutputLayout, outputs: dict[str, np.ndarray]) -> np.ndarr
         rows = rows[: max(n, 0)]
         return rows[rows[:, 5] >= 0]
     return rows[(rows[:, 4] > 0) & (rows[:, 5] >= 0)]
+
+
+def raw_detection_rows(raw: np.ndarray, output: OutputLayout | None) -> np.ndarray:
+    """A raw head's output [..., 4 + nc, anchors]: a segmentation head's [..., 4 + nc + M, anchors] without its M
+    mask-coefficient rows (harness.repository.layouts: the masks are not tested)."""
+    masks = output.masks if output is not None and output.kind == RAW else 0
+    return np.asarray(raw)[..., :-masks, :] if masks else raw
 
 
 def to_xyxy(boxes: np.ndarray, box_format: str) -> np.ndarray:

@@ -154,7 +154,7 @@ class EndToEndClient:
         array, datatype, meta, source = self.request(encoded)
         infer_input = self.protocol.InferInput(self.model.input_name, list(array.shape), datatype)
         infer_input.set_data_from_numpy(array)
-        names = list(dict.fromkeys(self.layout.output.names.values()))
+        names = self.layout.output.read
         response = self.client.infer(self.model.name, [infer_input],
                                      outputs=[self.protocol.InferRequestedOutput(n) for n in names])
         outputs = {n: response.as_numpy(n) for n in names}

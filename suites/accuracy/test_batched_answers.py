@@ -48,7 +48,7 @@ def test_batched_answers_are_each_requests_own(candidate_spec, accuracy_runs, re
         def build(blobs):
             return batched.end_to_end_items(detector, blobs)
         sender = batched.Sender(url, detector.model.name, detector.model.input_name,
-                                list(dict.fromkeys(detector.layout.output.names.values())), batched.concurrency(config))
+                                detector.layout.output.read, batched.concurrency(config))
         encoded_input, conf, twin_bases = detector.layout.input.kind in (ENCODED, BASE64), cand.conf, batched.TWIN_BASES
     thresholds = accuracy_runs.profile.section("boxes", accuracy_runs.judge_as(candidate_spec, cand))
     try:
