@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31's acceptance on a GPU machine, each within one 10-minute command, from a checkout carrying only
 # .gpu/site.tar.xz and .gpu/server.tar.xz (made here by benchmarks/pack_gpu.sh):
-#   bash benchmarks/gpu_acceptance.sh certify OUT     # yts certify of this card's GPU reference build
+#   bash benchmarks/gpu_acceptance.sh certify OUT     # yts certify of this card's GPU reference build  (YTS_CERTIFY_ARGS: more certify options)
 #   bash benchmarks/gpu_acceptance.sh benchmark OUT   # pytest suites --benchmark-only on it (CUDA MPS if present),
 #                                                     # then benchmarks/probes/saturation.py against it
 # OUT gets log.txt, gpu.csv (the card, then its used memory and utilisation every 2 s) and results.tgz
@@ -29,7 +29,7 @@ trap finish EXIT
 export YTS_CACHE=${YTS_CACHE:-/tmp/yts-cache} YTS_GPU_SETUP_LOG="$WORK/setup.log"
 case $WHAT in
   certify)
-    timeout -s INT -k 20 "${YTS_ACCEPTANCE_S:-560}" bash benchmarks/gpu_env.sh bash -c "time yts certify --report-dir $WORK/report -- --durations=40 --triton-log-dir $WORK/logs" \
+    timeout -s INT -k 20 "${YTS_ACCEPTANCE_S:-560}" bash benchmarks/gpu_env.sh bash -c "time yts certify --report-dir $WORK/report ${YTS_CERTIFY_ARGS:-} -- --durations=40 --triton-log-dir $WORK/logs" \
       2>&1 | tee "$OUT/log.txt"; rc=${PIPESTATUS[0]} ;;
   benchmark)
     MPS=(); command -v nvidia-cuda-mps-control >/dev/null && MPS=(bash benchmarks/mps.sh)
