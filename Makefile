@@ -17,8 +17,9 @@ venv: $(VENV)/.installed
 conformance: venv
 	$(VENV)/bin/pytest suites $(ARGS)
 
+# Two pytest-xdist workers, each test file on one (its module-scoped servers start once); the 15 slowest printed.
 test: venv
-	$(VENV)/bin/pytest tests --durations=15 $(ARGS)
+	$(VENV)/bin/pytest tests -n 2 --dist loadfile --durations=15 $(ARGS)
 
 clean:
 	rm -rf $(VENV) .cache
