@@ -15,12 +15,10 @@ costs less. Both are here: the protocol is the ClientSpec's."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import pickle
 import selectors
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,11 +37,6 @@ USERS = {"grpc": "gRPC ModelInfer, request serialised once, grpc's gevent cooper
 
 class LocustRunError(RuntimeError):
     """The master or a worker failed; the message carries its error and log tail."""
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no Locust process outlives the run, even a SIGKILLed one
 
 
 def wire_plan(spec: ClientSpec, settings: LoadSettings) -> dict:
@@ -85,11 +78,17 @@ def node_command(role: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "harness.load.locust_node", role, *args]
 
 
+PARENT_PID = "YTS_LOCUST_PARENT_PID"  # the environment variable naming the launcher a node dies with
+
+
 def start_node(role: str, args: list[str], log: Path, stdout=None) -> subprocess.Popen:
     with open(log, "wb") as handle:
+        # No preexec_fn: a fork in a process where gRPC runs restarts its poller in the child, which dies of
+        # EBADF once close_fds closed the epoll descriptor (grpc/grpc#43055: a worker exited -6 before exec);
+        # without one Python starts the node with vfork. The node ties itself to this process (PARENT_PID).
         return subprocess.Popen(node_command(role, *args), stdout=stdout or handle, stderr=handle,
-                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_PID: str(os.getpid())})
 
 
 def stop_nodes(processes: list[subprocess.Popen], grace_s: float = 5.0) -> None:

@@ -24,6 +24,7 @@ import grpc.experimental.gevent as grpc_gevent  # noqa: E402
 grpc_gevent.init_gevent()
 
 import argparse  # noqa: E402
+import ctypes  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import pickle  # noqa: E402
@@ -479,5 +480,19 @@ def main(argv=None) -> int:
     return master_main(args) if args.role == "master" else worker_main(args.master)
 
 
+def die_with_parent() -> None:
+    """Started by harness.load.locust_engine (it names itself in PARENT_PID): no Locust process outlives the run,
+    even a SIGKILLed one (PR_SET_PDEATHSIG); a parent already gone before the tie was made ends this one too."""
+    from harness.load.locust_engine import PARENT_PID
+
+    expected = os.environ.get(PARENT_PID)
+    if expected is None:
+        return
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != int(expected):
+        os._exit(1)
+
+
 if __name__ == "__main__":
+    die_with_parent()
     sys.exit(main())
