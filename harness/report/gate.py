@@ -24,7 +24,6 @@ EXIT_PARTIAL = 6  # `yts certify`'s status for PARTIAL (pytest's own statuses ar
 
 @dataclass
 class Verdict:
-    certified: bool
     failing: list[dict] = field(default_factory=list)
     untested: list[dict] = field(default_factory=list)
     # required checks this host could not run for want of an optional tool (harness.verdicts.NOT_TESTED_HERE):
@@ -42,7 +41,6 @@ class Verdict:
     declared_skip: list[str] = field(default_factory=list)  # models the manifest leaves out: not judged
     # coverage: the repository's models not declared skip, and those not tested (model -> reason, way out)
     repository_models: list[str] = field(default_factory=list)
-    partial: bool = False  # some model not tested and the profile does not accept it: PARTIAL
     # required checks that do not concern the repository by its design (it does not batch): said, not judged
     by_design: list[dict] = field(default_factory=list)
     accept_partial: bool = False
@@ -58,6 +56,26 @@ class Verdict:
     def nothing_tested(self) -> bool:
         """No model of the repository was tested (known only where the report lists its models)."""
         return bool(self.repository_models) and len(self.not_tested_models) == len(self.repository_models)
+
+    @property
+    def passing(self) -> bool:
+        """Every required check passed (none ran: failing names the profile) and some model was tested."""
+        return not self.failing and not self.untested and not self.nothing_tested
+
+    @property
+    def partial_coverage(self) -> bool:
+        """Passing, but some model not tested, and the profile does not accept that (or --strict)."""
+        return self.passing and bool(self.not_tested_models) and (self.strict or not self.accept_partial)
+
+    @property
+    def partial(self) -> bool:
+        """PARTIAL: a finished run whose coverage the profile does not accept."""
+        return self.partial_coverage and self.incomplete is None
+
+    @property
+    def certified(self) -> bool:
+        return (self.passing and not self.partial_coverage and not (self.strict and self.host_limited)
+                and self.incomplete is None)
 
     @property
     def coverage(self) -> str:
@@ -184,19 +202,14 @@ def judge(report: dict | Path, profile: dict, strict: bool | None = None) -> Ver
                 and not _matches(c["id"], profile.get("allowed_not_tested", []))]
     if not required:
         failing = [{"id": "(profile)", "verdict": "failed", "message": "no required check ran at all"}]
-    verdict = Verdict(
-        False, failing, untested, here, _incomplete(report),
+    return Verdict(
+        failing, untested, here, _incomplete(report),
         dict(Counter(c["verdict"] for c in report["checks"]).most_common()),
         {m: r for m, r in report.get("not_servable_here", {}).items() if m not in skipped}, host_limited, strict,
         report.get("models", {}), sorted(skipped),
         repository_models=[m for m in report.get("repository_models", []) if m not in skipped],
         by_design=by_design, accept_partial=bool(profile.get("accept_partial", False)),
         adapter_served={m: r for m, r in report.get("adapter_served", {}).items() if m not in skipped})
-    passing = bool(required) and not failing and not untested and not verdict.nothing_tested
-    partial = passing and bool(verdict.not_tested_models) and (strict or not verdict.accept_partial)
-    verdict.partial = partial and verdict.incomplete is None
-    verdict.certified = passing and not partial and not (strict and host_limited) and verdict.incomplete is None
-    return verdict
 
 
 def _incomplete(report: dict) -> str | None:
