@@ -76,7 +76,11 @@ def config_shape(config: ModelConfig, tensor) -> tuple[int, ...]:
 
 
 def compare_signature(config: ModelConfig, signature: Signature, model: str, file: str) -> list[Finding]:
+    """Triton's onnxruntime backend (CompareDimsSupported) compares an ONNX model's OUTPUT dims exactly, -1
+    included, and needs a -1 batch dim on every tensor when max_batch_size > 0; other dims, and every dim of a
+    TensorRT plan, only where the model's dim is fixed."""
     findings: list[Finding] = []
+    onnx = Path(file).suffix == ".onnx"
 
     def add(message: str) -> None:
         findings.append(Finding(CHECK, model, file, message))
@@ -98,7 +102,7 @@ def compare_signature(config: ModelConfig, signature: Signature, model: str, fil
                     + "; " + triton_says(f"unexpected inference {role} '{tensor.name}', allowed {role}s are: "
                                          + ", ".join(sorted(by_name))))
                 continue
-            _compare_tensor(config, role, tensor, spec, add)
+            _compare_tensor(config, role, tensor, spec, add, exact=onnx and role == "output", batch_dim=onnx)
         for name in sorted(set(by_name) - declared_names):
             if role == "input":
                 add(f"model input {name!r} is not declared in config.pbtxt: Triton cannot feed it")
@@ -106,7 +110,8 @@ def compare_signature(config: ModelConfig, signature: Signature, model: str, fil
     return findings
 
 
-def _compare_tensor(config: ModelConfig, role: str, tensor, spec: TensorSpec, add) -> None:
+def _compare_tensor(config: ModelConfig, role: str, tensor, spec: TensorSpec, add, exact: bool,
+                    batch_dim: bool) -> None:
     where = f"{role} {tensor.name!r}"
     declared_dtype = dtype_name(tensor.data_type)
     # TYPE_STRING in config is BYTES in the model and on the wire.
@@ -133,12 +138,25 @@ def _compare_tensor(config: ModelConfig, role: str, tensor, spec: TensorSpec, ad
                 f"(shape {list(found)}) in the model" + refusal)
         return
     start = 1 if mbs > 0 else 0
+    if mbs > 0 and found[0] != -1 and batch_dim:
+        add(f"{where}: the model's batch dim is fixed at {found[0]} (shape {list(found)}), but max_batch_size {mbs} "
+            "makes Triton batch it: expected a dynamic batch dim (-1) in the ONNX model, or max_batch_size 0 with "
+            "the batch dim written into dims; " + triton_says(
+                f"model '{config.name}', tensor '{tensor.name}': for the model to support batching the shape should "
+                f"have at least 1 dimension and the first dimension must be -1; but shape expected by the model is "
+                + "[" + ",".join(str(d) for d in found) + "]"))
+        return
     if role == "input" and mbs > 0 and found[0] != -1 and mbs > found[0]:
         add(f"{where}: max_batch_size {mbs} is above the model's fixed batch dim {found[0]}: batches larger than "
             f"{found[0]} fail; expected max_batch_size <= {found[0]} (or a dynamic-batch model)")
     for index in range(start, len(found)):
         want, have = expected[index], found[index]
-        if have != -1 and want != have:
+        if have == -1 and want != -1 and exact:
+            add(f"{where}: dim {index} is {want} in config.pbtxt (shape {list(expected)}) but variable (-1) in the "
+                f"model (shape {list(found)}); Triton's onnxruntime backend compares output dims exactly: expected "
+                f"-1 in config.pbtxt" + refusal)
+            refusal = ""
+        elif have != -1 and want != have:
             shown = "-1 (variable)" if want == -1 else str(want)
             add(f"{where}: dim {index} is {shown} in config.pbtxt (shape {list(expected)}) but {have} in the "
                 f"model (shape {list(found)}); the model is built for {have}" + refusal)

@@ -103,9 +103,10 @@ class LoadResult:
                 f"{'stable' if self.stable else 'NOT stable'} after {len(self.windows)} windows")
 
 
-def run_load(spec: ClientSpec, settings: LoadSettings, probe=None) -> LoadResult:
+def run_load(spec: ClientSpec, settings: LoadSettings, probe=None, started: threading.Event | None = None) -> LoadResult:
     """Measure until stable or max_windows. `probe()` (e.g. a server_stats.StatisticsProbe) is
-    called at every window boundary; its snapshots around the summary span go into the result."""
+    called at every window boundary; its snapshots around the summary span go into the result.
+    `started` is set when every worker is ready and the clock starts (another load can line up with it)."""
     ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
     stop = ctx.Event()
@@ -122,7 +123,7 @@ def run_load(spec: ClientSpec, settings: LoadSettings, probe=None) -> LoadResult
     for worker in workers:
         worker.start()
     try:
-        result = _control(spec, settings, probe, workers, messages, stop, go, t0)
+        result = _control(spec, settings, probe, workers, messages, stop, go, t0, started)
         warn_overhead(result, settings, f"raise processes (now {settings.processes})")
         return result
     finally:
@@ -161,13 +162,15 @@ def _get(messages, kind: str, timeout: float, workers=()):
             raise TimeoutError(f"load workers sent no {kind!r} message within {timeout:.0f} s")
 
 
-def _control(spec, settings, probe, workers, messages, stop, go, t0) -> LoadResult:
+def _control(spec, settings, probe, workers, messages, stop, go, t0, started=None) -> LoadResult:
     n_workers = len(workers)
     for _ in range(n_workers):
         _get(messages, "ready", timeout=120, workers=workers)
     start_ns = time.monotonic_ns() + 50_000_000
     t0.value = start_ns
     go.set()
+    if started is not None:
+        started.set()
     window_ns = int(settings.window_s * 1e9)
     first_ns = start_ns + int(settings.warmup_s * 1e9)
     pending: dict[int, list] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ PROBE = LoadSettings(concurrency=1, window_s=1.0, warmup_s=0.3, stability_count=
 LIGHT_LOAD = 0.3  # the light stream keeps its model this busy: steady, never queued behind itself
 MIN_SAMPLES = 60  # requests per phase, so that p99 is not simply the one slowest request
 LEAD_S = 0.5  # the heavy loop runs this long before the light stream starts beside it
+START_SLACK_S = 0.1  # the light stream's own start (a worker thread getting ready) after the lead
 
 
 def instances(config) -> int:
@@ -70,17 +72,23 @@ def measure(grpc_url: str, repository: Path, heavy: str, light: str) -> CoTenanc
     steady = LoadSettings(mode="constant", rate=rate, window_s=max(1.5, 3 * one, MIN_SAMPLES / 2 / rate),
                           warmup_s=0.5, stability_count=2, max_windows=2)
     solo = run_load(spec(light), steady)
-    # the heavy loop starts LEAD_S before the light stream and measures exactly the light stream's windows
-    # (its warm-up covers the light one's), so it stops when they end: no window runs for nobody
-    saturate = LoadSettings(concurrency=2 * instances(configs[heavy]), window_s=steady.window_s,
-                            warmup_s=LEAD_S + steady.warmup_s, stability_count=2, max_windows=2)
-    heavy_result: list = []
-    thread = threading.Thread(target=lambda: heavy_result.append(run_load(spec(heavy), saturate)), daemon=True)
-    thread.start()
+    # the heavy loop runs in processes of its own: two grpc.aio event loops in threads of one process can miss
+    # each other's completions and hang (grpc/grpc#25364); a CI run waited 300 s on one. The light stream starts
+    # LEAD_S after the heavy clock, and the heavy warm-up covers the light one's, so the heavy loop measures
+    # exactly the light stream's windows and stops when they end: no window runs for nobody
+    concurrency = 2 * instances(configs[heavy])
+    saturate = LoadSettings(concurrency=concurrency, window_s=steady.window_s, processes=min(2, concurrency),
+                            warmup_s=LEAD_S + steady.warmup_s + START_SLACK_S, stability_count=2, max_windows=2)
+    started = threading.Event()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="yts-cotenancy-heavy")
+    heavy_load = pool.submit(run_load, spec(heavy), saturate, started=started)
     try:
+        while not started.wait(0.1):
+            if heavy_load.done():  # failed before its clock started: its own error says why
+                heavy_load.result()
         threading.Event().wait(LEAD_S)
         shared = run_load(spec(light), steady)
+        heavy_result = heavy_load.result(timeout=60)
     finally:
-        thread.join(timeout=60)
-    return CoTenancy(heavy, light, solo.latency_ms["p99"], shared.latency_ms["p99"],
-                     heavy_result[0].throughput if heavy_result else 0.0)
+        pool.shutdown(wait=False, cancel_futures=True)
+    return CoTenancy(heavy, light, solo.latency_ms["p99"], shared.latency_ms["p99"], heavy_result.throughput)
