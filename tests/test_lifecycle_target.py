@@ -11,7 +11,7 @@ import base64
 import numpy as np
 import pytest
 
-from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles
+from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles, models_to_load
 from harness.lifecycle.traffic import request_inputs
 from harness.repository.config import parse_config, write_config
 from harness.repository.layouts import parse_declaration, read_layout
@@ -51,6 +51,15 @@ def test_e2e_is_driven_pipeline_steps_and_skip_never(tmp_path):
     assert "e2e: yts.toml marks it skip" in message
     assert "post: a pipeline step of ensemble 'pipe', fed by its other steps" in message
     assert "pipe: an ensemble" in message
+
+
+def test_the_server_loads_the_model_its_ensembles_and_their_steps_only(tmp_path):
+    """An unrelated model (`other`) is not loaded beside the driven one: it would only add start-up time and GPU
+    memory, which every restart of the lifecycle server pays again."""
+    other = E2E.replace('name: "e2e"', 'name: "other"')
+    configs = read_configs(_repository(tmp_path, E2E, POST, ENSEMBLE, other))
+    assert models_to_load(configs, "e2e", ("pipe",)) == ("e2e", "pipe", "post")
+    assert models_to_load(configs, "e2e", ()) == ("e2e",)
 
 
 def test_unloadable_models_are_not_driven(tmp_path):

@@ -41,6 +41,21 @@ def dependent_ensembles(configs: dict[str, ModelConfig | None], model: str) -> l
     return sorted(found)
 
 
+def models_to_load(configs: dict[str, ModelConfig | None], model: str, dependents: tuple[str, ...]) -> tuple[str, ...]:
+    """What the lifecycle server loads: the model, the ensembles built on it and every step they schedule,
+    nothing else of the repository (another model's instances would only add start and reload time and, on a
+    GPU, memory: the suite never sends them a request)."""
+    needed = {model, *dependents}
+    frontier = list(dependents)
+    while frontier:
+        config = configs.get(frontier.pop())
+        for step in config.ensemble_scheduling.step if config is not None else ():
+            if step.model_name not in needed:
+                needed.add(step.model_name)
+                frontier.append(step.model_name)
+    return tuple(sorted(needed))
+
+
 def why_not_drivable(name: str, configs: dict[str, ModelConfig | None], repository: Path, manifest=None,
                      unloadable: dict[str, str] | None = None) -> str | None:
     """Why the lifecycle suite cannot reload `name` and send it requests of its own, or None."""

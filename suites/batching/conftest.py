@@ -5,14 +5,13 @@ plugin, so they work with a bare `pytest --benchmark-only` too."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 import pytest
 
 from harness.load import ClientSpec, LoadResult, LoadSettings, payload_from_config, run_load
-from harness.load.batching import (TWIN_SUFFIX, config_verdicts, is_ensemble, load_concurrency, repository_batches,
+from harness.load.batching import (TWIN_SUFFIX, config_verdicts, is_ensemble, repository_batches,
                                    sweep_point, write_unbatched_twin)
 from harness.load.null_model import NAME as NULL_MODEL, write_null_model
 from harness.load.payload import Payload
@@ -249,13 +248,8 @@ class BatchingBench:
                 return Point(concurrency, processes, result.throughput, result.latency_ms["p99"], result.client_cpu,
                              {**sweep_point(result, model), "raw": str(raw)})
 
-            # finding the capacity is a measurement (--benchmark-only); a certification run needs every request
-            # answered up to the batcher's own range, whatever the latency there (no budget stops it)
-            measuring = self.option("benchmark_only")
-            ceiling = self.option("--batching-max-sweep-concurrency") if measuring else \
-                load_concurrency(self.configs[model], cap=self.option("--batching-max-concurrency"))
-            budget = self.option("--latency-budget-ms") if measuring else math.inf
-            self._capacities[model] = find_capacity(point, budget, ceiling,
+            self._capacities[model] = find_capacity(point, self.option("--latency-budget-ms"),
+                                                    self.option("--batching-max-sweep-concurrency"),
                                                     max_processes=max(self.option("--batching-processes"), MAX_PROCESSES),
                                                     start=1)
         return self._capacities[model]

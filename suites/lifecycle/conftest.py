@@ -64,7 +64,7 @@ def deployment(pytestconfig, repository_source, manifest):
     from harness.availability import load_failures, skip_if_load_failed, skip_if_only_the_host_blocks
     from harness.lifecycle.deployment import Deployment
     from harness.lifecycle.driver import load_driver
-    from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles
+    from harness.lifecycle.target import NoTarget, choose_model, dependent_ensembles, models_to_load
     from harness.reference.loadable import loadable_models, server_backends, unloadable_models
     from harness.repository.sizing import read_configs
 
@@ -85,12 +85,14 @@ def deployment(pytestconfig, repository_source, manifest):
         except NoTarget as error:
             skip_if_only_the_host_blocks(pytestconfig, lambda: choose_model(scratch, None, manifest, {}))
             pytest.skip(str(error))
-        # The whole repository this host can load: a reload also reloads the ensembles built on the model,
-        # and their traffic runs alongside (a pinned step version the policy retires is caught there).
+        # The model, the ensembles built on it and their steps: a reload also reloads those ensembles, and their
+        # traffic runs alongside (a pinned step version the policy retires is caught there)
         configs = read_configs(scratch)
         dependents = tuple(e for e in dependent_ensembles(configs, model) if e not in unloadable and not manifest.skipped(e))
+        needed = models_to_load(configs, model, dependents)
+        serve = tuple(m for m in load if m in needed) if load != ("*",) else needed
         deployment = Deployment(
-            lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=load),
+            lambda: start_server(pytestconfig, scratch, model_control="explicit", load_models=serve),
             scratch, model, driver_class, dependents, manifest)
         if model not in load_failures(pytestconfig) and not set(dependents) & set(load_failures(pytestconfig)):
             break
