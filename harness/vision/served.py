@@ -63,7 +63,8 @@ def _parameter(config, key: str) -> str | None:
     return config.parameters[key].string_value if key in config.parameters else None
 
 
-def _imgsz(config, configs: dict) -> tuple[int, int] | None:
+def model_imgsz(config, configs: dict) -> tuple[int, int] | None:
+    """(h, w) of the model input canvas: its `imgsz` parameter, else an ensemble step's, else a step's tensor input."""
     value = _parameter(config, "imgsz")
     if value:
         sides = [int(v) for v in value.replace("x", ",").split(",") if v.strip()]
@@ -73,7 +74,7 @@ def _imgsz(config, configs: dict) -> tuple[int, int] | None:
         if other is None:
             continue
         if _parameter(other, "imgsz"):
-            return _imgsz(other, configs)
+            return model_imgsz(other, configs)
         size = read_layout(other).input
         if size is not None and size.imgsz is not None:
             return size.imgsz
@@ -89,7 +90,7 @@ def end_to_end_model(config, configs: dict | None = None, manifest=None) -> EndT
     dims = [1 if d < 0 else int(d) for d in layout.input.port.dims] or [1]
     shape = ([1] if config.max_batch_size > 0 else []) + dims
     stride = int(_parameter(config, "stride") or DEFAULT_STRIDE)
-    imgsz = layout.input.imgsz or _imgsz(config, configs or {})
+    imgsz = layout.input.imgsz or model_imgsz(config, configs or {})
     return EndToEndModel(name, layout.input.name, tuple(shape), layout.output.primary, layout.output.count, imgsz,
                          stride, layout)
 
