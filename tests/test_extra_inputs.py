@@ -24,24 +24,10 @@ from harness.repository.manifest import ManifestError, load_manifest
 # Imported before pytester snapshots sys.modules (OpenCV / ONNX Runtime abort when imported twice).
 import harness.reference.build  # noqa: F401
 import harness.vision.letterbox  # noqa: F401
-from tests.conftest import load_module, run_suite_file
+from tests.conftest import run_suite_file
+from tests.test_layouts_served import IMGSZ, QUICK, builder, onnx  # noqa: F401 (the layouts fixture's builder, its ONNX)
 
 ROOT = paths.PROJECT_ROOT
-QUICK = paths.FIXTURES / "accuracy" / "profiles" / "quick.toml"
-IMGSZ = 320  # the quick profile's
-
-
-@pytest.fixture(scope="module")
-def builder():
-    return load_module(paths.FIXTURES / "layouts" / "build.py")
-
-
-@pytest.fixture(scope="module")
-def onnx(builder):
-    try:
-        return builder.reference_onnx(IMGSZ)
-    except FileNotFoundError as error:
-        pytest.skip(f"needs the reference model: {error}")
 
 
 @pytest.fixture(scope="module")

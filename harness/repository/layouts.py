@@ -3,7 +3,8 @@ inputs and outputs (or declared by the owner, harness.repository.manifest `[layo
 that follows. One reading for every suite: the config suite's role check, the accuracy suite's served
 candidates, the served letterbox checks and the protocol suite all ask this module.
 
-Inputs (the one input that takes images; any other input must be optional):
+Inputs (the one input that takes images; any other input must be optional or declared in yts.toml
+`[inputs.NAME]`, harness.repository.extra_inputs, which says what each request puts there):
 - `tensor`   FP32/FP16 [3, H, W] letterboxed and scaled by the client (ultralytics' `images`);
 - `encoded`  TYPE_STRING encoded image bytes (JPEG/PNG), or UINT8 [-1] holding a file's bytes;
 - `base64`   TYPE_STRING base64 text of the encoded bytes (told by a name with base64/b64 in it, or declared);
