@@ -1,7 +1,8 @@
 """`[inputs.MODEL]` in yts.toml (harness.repository.extra_inputs): inputs beside the image that no config can
 say how to fill. `fixtures/layouts`' affine pipelines (JPEG bytes + the letterbox affine [2, 3], mapped back
 through its inverse; fixtures/third_party's model otherwise) in both directions:
-- undeclared: its checks are "not tested", the message showing the [inputs.MODEL] lines that would fill it;
+- undeclared: its checks (accuracy, the config suite's role) are "not tested", the message showing the
+  [inputs.MODEL] lines that would fill it;
 - declared right (affine = "letterbox_affine"): served boxes, mAP, served-vs-local, batched answers, the served
   letterbox property and the protocol suite pass, the affine of each image travelling with it;
 - declared wrong (letterbox_inverse where the forward matrix is expected): the accuracy suite fails its
@@ -105,8 +106,8 @@ def test_declared_inputs_travel_with_each_image_in_both_directions(pytester, rep
     candidates = [a for name in ("yolo_affine", "yolo_affine_swapped", "yolo_affine_undeclared")
                   for a in ("--accuracy-candidate", f"served:{name}")]
     result = run_suite_file(pytester, ROOT / "suites" / "accuracy", str(ROOT / "suites" / "letterbox" / "test_served.py"),
-                            str(ROOT / "suites" / "protocol"), "--repo", str(repo), "--profile", str(QUICK),
-                            "--accuracy-reference", str(onnx), "-v", *candidates)
+                            str(ROOT / "suites" / "protocol"), str(ROOT / "suites" / "config" / "test_config_role.py"),
+                            "--repo", str(repo), "--profile", str(QUICK), "--accuracy-reference", str(onnx), "-v", *candidates)
     text = result.stdout.str()
     verdict = lambda test: next((line.split()[1] for line in result.outlines if f"::{test} " in line), None)  # noqa: E731
     for check in ("test_boxes", "test_map", "test_end_to_end_matches_local_run"):
@@ -122,6 +123,9 @@ def test_declared_inputs_travel_with_each_image_in_both_directions(pytester, rep
     assert ("not tested, because yolo_affine_undeclared is not an end-to-end model: input 'image' BYTES [1] takes images, "
             "but the model also needs [\"'affine' FP32 [2, 3]\"]") in text, text[-4000:]
     assert '[inputs.yolo_affine_undeclared]; affine = "letterbox_affine|letterbox_inverse"' in text, text[-4000:]
+    assert verdict("test_role[yolo_affine]") == "PASSED", text[-4000:]
+    assert ("which the suites cannot infer unless yts.toml says what they carry ([inputs.NAME]); declare them: "
+            "[inputs.yolo_affine_undeclared]; affine = ") in text, text[-4000:]  # the config suite's role check
     protocol = [line for line in result.outlines if "suites/protocol/" in line and " FAILED" in line]
     assert not protocol, "\n".join(protocol)
     result.stdout.fnmatch_lines(["*bad-input catalogue: * judged on this repository, * conform, 0 do not*"])
