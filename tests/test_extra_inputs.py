@@ -69,6 +69,14 @@ def test_letterbox_transforms_are_the_harness_letterbox_of_that_image(repo):
     np.testing.assert_allclose(back, box, atol=1e-3)
 
 
+def test_a_constant_takes_the_configs_data_type_and_shape(repo, tmp_path):
+    manifest = tmp_path / "yts.toml"
+    manifest.write_text("[inputs.yolo_affine]\naffine = [1, 0, 8, 0, 1, 4]\n")
+    values = _layout(repo, "yolo_affine", load_manifest(repo, manifest)).extra_values((480, 640), IMGSZ)
+    np.testing.assert_array_equal(values["affine"], np.array([[1, 0, 8], [0, 1, 4]], dtype=np.float32))
+    assert values["affine"].dtype == np.float32
+
+
 @pytest.mark.parametrize("table, expected", [
     ('[inputs.yolo_affine]\nscale = "letterbox_affine"\n',
      "[inputs.yolo_affine] scale = \"letterbox_affine\": the model has no input 'scale' (its inputs: "

@@ -61,7 +61,8 @@ def parse_inputs(model: str, table, origin: str) -> tuple[ExtraInput, ...]:
         if isinstance(value, str) and value in TRANSFORMS:
             out.append(ExtraInput(name, transform=value))
         elif isinstance(value, bool) or not isinstance(value, (int, float, str, list)):
-            raise ValueError(f"{where}: {name} = {value!r}: a transform ({' | '.join(TRANSFORMS)}), a number, a list of "
+            raise ValueError(f"{where}: {name} = {value!r}: a transform ("
+                             f"{'; '.join(f'{t}: {what}' for t, (_, what) in TRANSFORMS.items())}), a number, a list of "
                              "numbers or text")
         else:
             if isinstance(value, list):
