@@ -40,6 +40,7 @@ class Item:
     array: np.ndarray
     datatype: str
     decode: Callable[[dict], np.ndarray]
+    extras: dict = field(default_factory=dict)  # the declared inputs beside the image ([inputs.NAME]), its values
 
 
 @dataclass
@@ -63,7 +64,8 @@ def end_to_end_items(detector, encoded: list[bytes]) -> list[Item]:
         array, datatype, meta, source = detector.request(blob)
         if source is None and detector.layout.output.box_units == "normalized":
             source = decode_image_bytes(blob).shape[:2]
-        items.append(Item(array, datatype, lambda outputs, meta=meta, source=source: detector.decode(Answer(outputs, meta, source))))
+        items.append(Item(array, datatype, lambda outputs, meta=meta, source=source: detector.decode(Answer(outputs, meta, source)),
+                          detector.extras(blob, source)))
     return items
 
 
@@ -98,7 +100,7 @@ def bad_item(good: Item, encoded_input: bool) -> Item:
             np.frombuffer(CORRUPT, dtype=np.uint8).reshape((1, -1) if good.array.ndim == 2 else (-1,))
     else:
         array = np.concatenate([good.array, good.array[..., :1, :]], axis=-2)
-    return Item(array, good.datatype, good.decode)
+    return Item(array, good.datatype, good.decode, good.extras)
 
 
 class Sender:
@@ -112,16 +114,24 @@ class Sender:
         self.client = httpclient.InferenceServerClient(url, concurrency=concurrency, network_timeout=120.0)
         self.model, self.input_name, self.outputs = model, input_name, outputs
 
-    def _inputs(self, array: np.ndarray, datatype: str) -> list:
-        infer_input = self.protocol.InferInput(self.input_name, list(array.shape), datatype)
-        infer_input.set_data_from_numpy(array)
-        return [infer_input]
+    def _inputs(self, items: list[Item]) -> list:
+        """One request's tensors: the items' images stacked on the batch dimension, and so their extras."""
+        from tritonclient.utils import np_to_triton_dtype
+
+        tensors = [(self.input_name, np.concatenate([i.array for i in items]), items[0].datatype)]
+        tensors += [(name, np.concatenate([i.extras[name] for i in items]), np_to_triton_dtype(value.dtype))
+                    for name, value in items[0].extras.items()]
+        out = []
+        for name, array, datatype in tensors:
+            out.append(self.protocol.InferInput(name, list(array.shape), datatype))
+            out[-1].set_data_from_numpy(array)
+        return out
 
     def _requested(self) -> list:
         return [self.protocol.InferRequestedOutput(n) for n in self.outputs]
 
     def one(self, item: Item) -> np.ndarray:
-        response = self.client.infer(self.model, self._inputs(item.array, item.datatype), outputs=self._requested())
+        response = self.client.infer(self.model, self._inputs([item]), outputs=self._requested())
         return item.decode({n: response.as_numpy(n) for n in self.outputs})
 
     def concurrent(self, requests: list[list[Item]]) -> list[list[np.ndarray] | Exception]:
@@ -129,7 +139,7 @@ class Sender:
         its items' rows, or the exception it was answered with."""
         from tritonclient.utils import InferenceServerException
 
-        handles = [self.client.async_infer(self.model, self._inputs(np.concatenate([i.array for i in items]), items[0].datatype),
+        handles = [self.client.async_infer(self.model, self._inputs(items),
                                            outputs=self._requested()) for items in requests]
         answers = []
         for items, handle in zip(requests, handles):

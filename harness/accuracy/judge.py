@@ -85,7 +85,19 @@ def mixups(reference: Run, candidate: Run, detector, evalset: EvalSet, profile: 
     declared = detector.layout.declared
     assumed = tuple(k for k in ("box_format", "box_units") if declared is None or not getattr(declared, k))
     return box_mixups.hints(reference.at(conf), candidate.answers, detector.decode, detector.layout.output, sizes, conf,
-                            profile.section("boxes", judge_as)["match_iou"], detector.model.name, assumed)
+                            profile.section("boxes", judge_as)["match_iou"], detector.model.name, assumed) + \
+        _declared_inputs(detector.model.name, detector.layout)
+
+
+def _declared_inputs(name: str, layout) -> list[str]:
+    """For a model fed inputs its owner declared ([inputs.NAME], harness.repository.extra_inputs): the
+    declaration is part of what was judged, so a failure says what the harness sent."""
+    transforms = [e for e in layout.extras if e.transform]
+    if not transforms:
+        return []
+    return [f"{name}: every request carried inputs filled as {layout.declared.source} declares them ([inputs.{name}] "
+            f"{', '.join(e.describe() for e in transforms)}): if the model is right, the declaration is not — a transform "
+            "fed where another is expected (letterbox_affine for letterbox_inverse, image_hw for image_wh) moves every box"]
 
 
 def _options(profile: Profile) -> dict:

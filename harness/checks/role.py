@@ -78,6 +78,8 @@ def check_role(entry: ModelEntry, manifest, ensembles: dict[str, list[str]]) -> 
     if role is None:
         if entry.name in ensembles:
             raise NotApplicable(f"a step of {ensembles[entry.name]}: tested through the ensemble")
+        if layout.unfilled:
+            raise NotApplicable(f"not tested, because {layout.why_no_role()}; declare them: {layout.what_to_declare()}")
         raise NotApplicable(UNKNOWN.format(name=entry.name, why=layout.why_no_role(), declare=layout.what_to_declare()))
     if role == ROLE_RAW:
         return [Finding(CHECK, entry.name, file, problem) for problem in _size_problems(layout, manifest)]

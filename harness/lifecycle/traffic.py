@@ -59,7 +59,8 @@ def request_inputs(config, layout=None, batch: int = 1, seed: int = 0) -> list[t
     """Inputs that fit a ModelConfig: its dims (-1 → 1), batched when max_batch_size > 0, random
     values of its data type. The image input its layout (harness.repository.layouts) reads gets an image
     of the evaluation set in the form it takes — encoded bytes, their base64, decoded HWC pixels — and
-    any TYPE_STRING input encoded bytes, never numbers."""
+    any TYPE_STRING input encoded bytes, never numbers; inputs its owner declared ([inputs.NAME],
+    harness.repository.extra_inputs) the values of that image."""
     import base64
 
     from harness.repository.config import dtype_name
@@ -68,11 +69,15 @@ def request_inputs(config, layout=None, batch: int = 1, seed: int = 0) -> list[t
 
     rng = np.random.default_rng(seed)
     image = layout.input if layout is not None and layout.input is not None else None
+    extras = _extra_values(config, layout)
     inputs = []
     for tensor in config.input:
         dtype = dtype_name(tensor.data_type)
         kind = image.kind if image is not None and image.name == tensor.name else None
         lead = [batch] if config.max_batch_size > 0 else []
+        if tensor.name in extras:  # declared in [inputs.NAME]: the values of the image sent
+            inputs.append((tensor.name, np.broadcast_to(extras[tensor.name], lead + list(extras[tensor.name].shape)).copy()))
+            continue
         if kind == PIXELS and len(tensor.dims) == 3:  # HWC: the image at the declared size, else its own
             pixels = _decoded_image(tuple(tensor.dims[:2]))
             inputs.append((tensor.name, np.broadcast_to(pixels, lead + list(pixels.shape)).copy()))
@@ -86,6 +91,19 @@ def request_inputs(config, layout=None, batch: int = 1, seed: int = 0) -> list[t
             values = rng.random(shape) if dtype.startswith("FP") else rng.integers(0, 2, shape)
             inputs.append((tensor.name, values.astype(triton_to_np_dtype(dtype))))
     return inputs
+
+
+def _extra_values(config, layout) -> dict[str, np.ndarray]:
+    """The inputs beside the image its owner declared ([inputs.NAME]), for the image every request sends."""
+    if layout is None or not layout.extras:
+        return {}
+    from harness.vision.served import DEFAULT_IMGSZ, model_imgsz
+
+    from harness.repository.layouts import PIXELS
+
+    dims = layout.input.port.dims if layout.input is not None and layout.input.kind == PIXELS else ()
+    source = tuple(dims[:2]) if len(dims) == 3 and min(dims[:2]) > 0 else _decoded_image().shape[:2]  # as sent
+    return layout.extra_values(source, model_imgsz(config, {}) or DEFAULT_IMGSZ)
 
 
 def _encoded_image() -> bytes:

@@ -38,6 +38,26 @@ class Payload:
         return sum(t.array.nbytes if t.datatype != "BYTES" else sum(len(b) for b in t.array.flat) for t in self.tensors)
 
 
+ENCODED_SIZE = (480, 640)  # (h, w) of encoded_image()'s default
+
+
+def _extra_values(config: ModelConfig, layout, sizer) -> dict[str, np.ndarray]:
+    """The declared [inputs.NAME] values (harness.repository.extra_inputs) for the payload's one image."""
+    if layout is None or not layout.extras or layout.input is None:
+        return {}
+    from harness.repository.layouts import PIXELS, TENSOR
+    from harness.vision.served import DEFAULT_IMGSZ, model_imgsz
+
+    imgsz = model_imgsz(config, {}) or DEFAULT_IMGSZ
+    source = ENCODED_SIZE
+    if layout.input.kind in (PIXELS, TENSOR):
+        dims = [d for d in layout.input.port.dims]
+        if min(dims) < 0 and sizer is not None and config.name in sizer.configs:
+            dims = list(sizer.input_size(config.name, layout.input.name).dims)[-len(dims):]
+        source = tuple(dims[:2]) if layout.input.kind == PIXELS else tuple(dims[1:3])
+    return layout.extra_values(source, imgsz)
+
+
 def encoded_image(width: int = 640, height: int = 480, seed: int = 0) -> bytes:
     """A JPEG with structure (gradients and blocks), for TYPE_STRING image inputs."""
     import cv2
@@ -54,12 +74,15 @@ def encoded_image(width: int = 640, height: int = 480, seed: int = 0) -> bytes:
 
 
 def payload_from_config(config: ModelConfig, batch: int = 1, shapes: dict[str, list[int]] | None = None,
-                        dynamic_size: int | None = None, seed: int = 0, sizer=None) -> Payload:
+                        dynamic_size: int | None = None, seed: int = 0, sizer=None, layout=None) -> Payload:
     """One request of `batch` rows (no batch dimension when max_batch_size is 0). Variable dims (-1)
     take `dynamic_size` when given, else what harness.repository.sizing finds (`sizer`: one over the
     whole repository, for ONNX graphs and ensemble steps; by default this config alone), unless
     `shapes` names the input; BYTES inputs carry an encoded image. A request over the byte bound
-    raises sizing.RequestTooLarge (a "not applicable" skip naming the size)."""
+    raises sizing.RequestTooLarge (a "not applicable" skip naming the size). With the model's `layout`
+    (harness.repository.layouts), the inputs its owner declared ([inputs.NAME]) carry the values of the
+    payload's image (ENCODED_SIZE for encoded inputs, the sized pixels otherwise), fixed for the run."""
+    extras = _extra_values(config, layout, sizer)
     from harness.repository import sizing
 
     if sizer is None or config.name not in sizer.configs:
@@ -85,7 +108,9 @@ def payload_from_config(config: ModelConfig, batch: int = 1, shapes: dict[str, l
             total += sizing.request_bytes(shape, datatype)
             if total > sizing.request_budget():  # (all inputs so far counted)
                 raise sizing.RequestTooLarge(config.name, shape, datatype, total, sizing.request_budget(), "; ".join(how))
-        if datatype == "BYTES":
+        if spec.name in extras:
+            array = np.broadcast_to(extras[spec.name], shape).copy()
+        elif datatype == "BYTES":
             array = np.full(shape, encoded_image(seed=seed), dtype=np.object_)
         elif datatype.startswith("FP"):
             array = rng.random(shape, dtype=np.float32).astype(_NUMPY[datatype])

@@ -3,7 +3,9 @@ model (a numeric image input: yolo_raw [N,3,640,640] FP32, UINT8 [H,W,3] pixels)
 input of encoded images: TYPE_STRING bytes or their base64, UINT8 [-1] file bytes; yolo_e2e,
 yolo_ensemble). Which input that is, and whether the model returns detections, is its layout
 (harness.repository.layouts: all inputs and outputs of the served config, and the owner's [layout.NAME]);
-a model without a config to read falls back to its one input's datatype. Checks are written against
+a model without a config to read falls back to its one input's datatype. Inputs beside the image that the
+owner declared ([inputs.NAME], harness.repository.extra_inputs) travel in every request built here that
+carries an image, with that image's values (ModelView.with_extras for requests built elsewhere). Checks are written against
 these views, so they run on any repository, and good inputs of the right shape and encoding come from here too.
 
 A tensor input's -1 dims are filled by harness.repository.sizing (the ONNX graph, the ensemble step
@@ -14,13 +16,14 @@ from __future__ import annotations
 
 import base64
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import requests
 
 from harness.protocol.wire import Request, Tensor, bytes_tensor
 from harness.repository import sizing
+from harness.repository.extra_inputs import batch_of
 from harness.repository.layouts import BASE64, DETECTIONS, ENCODED, Layout, read_layout
 from harness.repository.sizing import RequestTooLarge
 
@@ -45,6 +48,7 @@ class ModelView:
     size: sizing.InputSize | None = None  # the input's concrete dims (batch excluded), where they came from
     layout: Layout | None = None  # from the served config (and the manifest): which input, which outputs
     config: object = field(default=None, compare=False, repr=False)  # the served ModelConfig, when readable
+    imgsz: tuple[int, int] | None = None  # the model input canvas (h, w), where its configs state it
 
     @property
     def role(self) -> str | None:
@@ -107,7 +111,44 @@ class ModelView:
         return sizing.check_request(self.name, shape, datatype or self.input.datatype, self.sized_how(), json, tensors)
 
     def good_request(self, batch: int = 1, seed: int = 0, **parameters) -> Request:
-        return Request(self.name, (Tensor.of(self.input.name, good_array(self, batch, seed)),), parameters=parameters)
+        items = [sample_image(seed + i) for i in range(batch)] if self.role == "image" else None
+        return Request(self.name, (Tensor.of(self.input.name, good_array(self, batch, seed)),
+                                   *self.extra_tensors(batch, items)), parameters=parameters)
+
+    def extra_arrays(self, batch: int = 1, items: list[bytes] | None = None) -> dict[str, np.ndarray]:
+        """The inputs beside the image its owner declared ([inputs.NAME], harness.repository.extra_inputs) for a
+        request of `batch` images: each of `items`' own values (encoded images), else the sample image's; an
+        image that cannot be decoded (a bad-input case) gets those of an image the size of the model input."""
+        if self.layout is None or not self.layout.extras:
+            return {}
+        from harness.vision.image import decode_image_bytes
+
+        size = self.imgsz or (640, 640)
+        per_image = []
+        for item in items or [sample_image()] * batch:
+            try:
+                source = decode_image_bytes(item).shape[:2]
+            except Exception:  # not an image: the request is about that, the extras only need to be well-formed
+                source = size
+            per_image.append(self.layout.extra_values(source, size))
+        if len(per_image) < batch:
+            per_image += per_image[-1:] * (batch - len(per_image))
+        return batch_of(per_image, self.batched)
+
+    def extra_tensors(self, batch: int = 1, items: list[bytes] | None = None) -> tuple[Tensor, ...]:
+        return tuple(Tensor.of(name, array) for name, array in self.extra_arrays(batch, items).items())
+
+    def with_extras(self, request: Request | None) -> Request | None:
+        """`request` with the declared extra inputs added where it carries this model's image input and not them
+        (one value set per row of the image tensor)."""
+        if request is None or not self.layout or not self.layout.extras:
+            return request
+        names = {t.name for t in request.inputs}
+        image = next((t for t in request.inputs if t.name == self.input.name), None)
+        if image is None or names & {e.name for e in self.layout.extras}:
+            return request
+        batch = max(1, int(image.shape[0])) if self.batched and image.shape else 1
+        return replace(request, inputs=request.inputs + self.extra_tensors(batch))
 
 
 def check_json_response(view: ModelView, batch: int = 1) -> int:
@@ -168,6 +209,7 @@ def discover(http_endpoint: str, timeout: float = 10.0, repository=None, imgsz: 
     harness.repository.sizing from the served configs (ensembles included), the ONNX graphs in
     `repository` when given, and a declared `imgsz`."""
     from harness.repository.config import from_json
+    from harness.vision.served import model_imgsz
 
     base = f"http://{http_endpoint}"
     index = requests.post(f"{base}/v2/repository/index", json={"ready": True}, timeout=timeout).json()
@@ -196,9 +238,10 @@ def discover(http_endpoint: str, timeout: float = 10.0, repository=None, imgsz: 
                 size = sizer.input_size(name, image)
             except Exception:  # sizing is advice: the fallback rules still bound the request
                 size = None
+        imgsz = model_imgsz(parsed[name], parsed) if layout is not None and layout.extras else None
         views.append(ModelView(name, tuple(meta.get("versions", ())), inputs,
                                ports(meta.get("outputs", [])), int(configs[name].get("max_batch_size", 0)),
-                               meta.get("platform", ""), size, layout, parsed.get(name)))
+                               meta.get("platform", ""), size, layout, parsed.get(name), imgsz))
     return views
 
 
@@ -210,8 +253,9 @@ def image_request(view: ModelView, items: list[bytes], **parameters) -> Request:
         if len({len(r) for r in rows}) > 1:
             raise ValueError(f"{view.name}: UINT8 file bytes of different lengths cannot share one request")
         array = np.stack(rows) if view.batched else rows[0]
-        return Request(view.name, (Tensor.of(view.input.name, array),), parameters=parameters)
+        return Request(view.name, (Tensor.of(view.input.name, array), *view.extra_tensors(len(items), items)),
+                       parameters=parameters)
     tensor = bytes_tensor(view.input.name, [view.encode(item) for item in items])
     if not view.batched:
         tensor = Tensor(tensor.name, tensor.datatype, (len(items),), tensor.data)
-    return Request(view.name, (tensor,), parameters=parameters)
+    return Request(view.name, (tensor, *view.extra_tensors(len(items), items)), parameters=parameters)

@@ -21,6 +21,19 @@ class SharedMemoryUnavailable(RuntimeError):
     """The server cannot map the client's shared memory (another host, or a container without shared IPC)."""
 
 
+def _extras(protocol, view: ModelView, array: np.ndarray, **options) -> list:
+    """The declared inputs beside the image (ModelView.extra_arrays), sent the way under test (shared memory
+    carries the image alone)."""
+    from tritonclient.utils import np_to_triton_dtype
+
+    batch = int(array.shape[0]) if view.batched else 1
+    out = []
+    for name, value in view.extra_arrays(batch).items():
+        out.append(protocol.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype)))
+        out[-1].set_data_from_numpy(value, **options)
+    return out
+
+
 def _http(endpoint: str, view: ModelView, array: np.ndarray, binary: bool, parameters: dict) -> dict:
     client = httpclient.InferenceServerClient(endpoint)
     try:
@@ -28,7 +41,8 @@ def _http(endpoint: str, view: ModelView, array: np.ndarray, binary: bool, param
         # BYTES holding encoded images are not UTF-8: JSON cannot carry them, so they go binary either way.
         tensor.set_data_from_numpy(array, binary_data=binary or view.input.datatype == "BYTES")
         outputs = [httpclient.InferRequestedOutput(o.name, binary_data=binary) for o in view.outputs]
-        result = client.infer(view.name, [tensor], outputs=outputs, parameters=parameters or None)
+        result = client.infer(view.name, [tensor, *_extras(httpclient, view, array, binary_data=binary)], outputs=outputs,
+                              parameters=parameters or None)
         return {o.name: result.as_numpy(o.name) for o in view.outputs}
     finally:
         client.close()
@@ -54,7 +68,7 @@ def _grpc(endpoint: str, view: ModelView, array: np.ndarray, parameters: dict, u
             tensor.set_shared_memory(region, size)
         else:
             tensor.set_data_from_numpy(array)
-        result = client.infer(view.name, [tensor], parameters=parameters or None)
+        result = client.infer(view.name, [tensor, *_extras(grpcclient, view, array)], parameters=parameters or None)
         return {o.name: result.as_numpy(o.name) for o in view.outputs}
     finally:
         if region is not None:

@@ -3,7 +3,8 @@ inputs and outputs (or declared by the owner, harness.repository.manifest `[layo
 that follows. One reading for every suite: the config suite's role check, the accuracy suite's served
 candidates, the served letterbox checks and the protocol suite all ask this module.
 
-Inputs (the one input that takes images; any other input must be optional):
+Inputs (the one input that takes images; any other input must be optional or declared in yts.toml
+`[inputs.NAME]`, harness.repository.extra_inputs, which says what each request puts there):
 - `tensor`   FP32/FP16 [3, H, W] letterboxed and scaled by the client (ultralytics' `images`);
 - `encoded`  TYPE_STRING encoded image bytes (JPEG/PNG), or UINT8 [-1] holding a file's bytes;
 - `base64`   TYPE_STRING base64 text of the encoded bytes (told by a name with base64/b64 in it, or declared);
@@ -94,6 +95,7 @@ class LayoutDeclaration:
     box_format: str | None = None
     box_units: str | None = None
     source: str = ""
+    inputs: tuple = ()  # ExtraInput entries of [inputs.NAME] (harness.repository.extra_inputs): filled per request
 
     @property
     def outputs(self) -> dict[str, str]:
@@ -209,6 +211,18 @@ class Layout:
     declared: LayoutDeclaration | None = None
     inputs: tuple[Port, ...] = field(default=(), repr=False)
     outputs: tuple[Port, ...] = field(default=(), repr=False)
+    unfilled: tuple[Port, ...] = ()  # inputs beside the image that nothing fills: [inputs.NAME] would
+
+    @property
+    def extras(self) -> tuple:
+        """The declared [inputs.NAME] entries (harness.repository.extra_inputs) every image request carries."""
+        return self.declared.inputs if self.declared is not None else ()
+
+    def extra_values(self, source_hw: tuple[int, int], imgsz) -> dict:
+        """input name -> the value of each declared extra input for one image (no batch dim)."""
+        from harness.repository.extra_inputs import values
+
+        return values(self.extras, self.inputs, source_hw, imgsz) if self.extras else {}
 
     @property
     def role(self) -> str | None:
@@ -236,9 +250,12 @@ class Layout:
         return "; ".join(self.unread) or self.describe()
 
     def what_to_declare(self) -> str:
-        """The yts.toml lines that would place this model."""
+        """The yts.toml lines that would place this model: [layout.NAME] for what could not be read, and
+        [inputs.NAME] for the inputs beside its image that nothing fills (harness.repository.extra_inputs)."""
+        from harness.repository.extra_inputs import what_to_declare
+
         lines = [f"[layout.{self.model}]"]
-        if self.input is None:
+        if self.input is None and not self.unfilled:
             lines.append(f'input = "{"|".join(INPUT_KINDS)}"')
         if self.output is None or self.output.kind == RAW:
             strings = [p.name for p in self.outputs if p.datatype == "BYTES"]
@@ -248,7 +265,9 @@ class Layout:
                 lines.append('rows = "NAME"  # or boxes = "NAME", scores = "NAME", classes = "NAME", count = "NAME"')
             lines.append(f'box_format = "{"|".join(BOX_FORMATS)}"')
             lines.append(f'box_units = "{"|".join(BOX_UNITS)}"')
-        return "; ".join(lines)
+        parts = ([what_to_declare(self.model, self.unfilled)] if self.unfilled else []) + \
+            (["; ".join(lines)] if len(lines) > 1 else [])
+        return "; ".join(parts)
 
     def contradicts(self, role: str) -> str | None:
         """Why the config cannot be a model of the declared `role`, or None."""
@@ -318,6 +337,8 @@ def _image_kind(port: Port, batched: bool) -> tuple[str | None, str, tuple[int, 
 
 
 def _read_input(inputs: tuple[Port, ...], batched: bool, declared: LayoutDeclaration | None):
+    filled = {e.name for e in declared.inputs} if declared is not None else set()
+    inputs = tuple(p for p in inputs if p.name not in filled)  # declared [inputs.NAME] entries: never the image
     found = []
     for port in inputs:
         kind, how, dims = _image_kind(port, batched)
@@ -328,22 +349,22 @@ def _read_input(inputs: tuple[Port, ...], batched: bool, declared: LayoutDeclara
         candidates = [p for p in inputs if p.datatype in fitting]
         if len(candidates) != 1:
             return None, (f"input = {declared.input!r} is declared ({declared.source}), but "
-                          f"{len(candidates)} inputs are {'/'.join(fitting)}: {[p.describe() for p in inputs]}")
+                          f"{len(candidates)} inputs are {'/'.join(fitting)}: {[p.describe() for p in inputs]}"), ()
         port = candidates[0]
         known = next((f for f in found if f[2].name == port.name), None)
         dims = known[2].dims if known else port.dims
         found = [(declared.input, f"declared in {declared.source}", Port(port.name, port.datatype, dims, port.optional))]
     if not found:
         return None, f"no input takes images: {[p.describe() for p in inputs]} (an image input is FP32/FP16 [3, H, W], " \
-                     "TYPE_STRING encoded or base64 images, UINT8 [H, W, 3] pixels or UINT8 [-1] file bytes)"
+                     "TYPE_STRING encoded or base64 images, UINT8 [H, W, 3] pixels or UINT8 [-1] file bytes)", ()
     if len(found) > 1:
-        return None, f"several inputs could take the image: {[f[2].describe() for f in found]}"
+        return None, f"several inputs could take the image: {[f[2].describe() for f in found]}", ()
     kind, how, port = found[0]
     others = [p for p in inputs if p.name != port.name and not p.optional]
     if others:
         return None, (f"input {port.describe()} takes images, but the model also needs {[p.describe() for p in others]}, "
-                      "which the suites cannot fill")
-    return InputLayout(kind, port, how), None
+                      "which the suites cannot infer unless yts.toml says what they carry ([inputs.NAME])"), tuple(others)
+    return InputLayout(kind, port, how), None, ()
 
 
 def _same(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
@@ -469,7 +490,8 @@ def read_layout(config, declared: LayoutDeclaration | None = None, name: str | N
     """The layout of a ModelConfig, what the owner declared filling in what the config cannot say."""
     batched = config.max_batch_size > 0
     inputs, outputs = ports(config.input), ports(config.output)
-    image, input_problem = _read_input(inputs, batched, declared) if inputs else (None, "it declares no inputs")
+    image, input_problem, unfilled = _read_input(inputs, batched, declared) if inputs else \
+        (None, "it declares no inputs", ())
     result, output_problem = _read_output(outputs, batched, declared) if outputs else (None, "it declares no outputs")
     return Layout(name or config.name, image, result, batched,
-                  tuple(p for p in (input_problem, output_problem) if p), declared, inputs, outputs)
+                  tuple(p for p in (input_problem, output_problem) if p), declared, inputs, outputs, unfilled)

@@ -19,23 +19,32 @@ small TOML file (`--manifest PATH`, else `yts.toml` at the repository root) and 
     count = "num_dets"
     box_format = "xywh"    #   xyxy (default) | xywh (top-left x, y, w, h) | cxcywh
     box_units = "pixels"   #   pixels (default) | normalized (fractions of the image the model saw)
+    [inputs.vendor_pipeline]   # inputs beside the image no config can say how to fill
+    affine = "letterbox_affine"     #   per image: [2, 3] source pixels -> model input (harness.repository.extra_inputs)
+    inverse = "letterbox_inverse"   #   per image: [2, 3] model input -> source pixels
+    orig_size = "image_hw"          #   per image: [2] (h, w) of the source image (image_wh: (w, h))
+    threshold = 0.25                #   a constant: number, list or text; data type and shape from the config
 
 A model neither declared nor recognisable is reported "not tested, because its layout is unknown", with
-the [layout.NAME] lines that would place it. A model's precision, when not declared here or with `--precision NAME=fp16`, is read from its config's
+the [layout.NAME] lines that would place it; one whose image input is found but which needs other inputs,
+with the [inputs.NAME] lines that would fill them. An [inputs.NAME] entry is checked against the model's
+config as Triton completes it: an input the model lacks, or one whose data type or dims cannot hold the
+value, is a ManifestError naming the entry, what the config has and what was declared. A model's precision, when not declared here or with `--precision NAME=fp16`, is read from its config's
 `precision` parameter, else from its ONNX file (FP16/INT8 weights), else FP32."""
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from harness.repository.layouts import LayoutDeclaration, parse_declaration
+from harness.repository.extra_inputs import ExtraInput, check, parse_inputs
+from harness.repository.layouts import LayoutDeclaration, parse_declaration, ports
 
 MANIFEST_NAME = "yts.toml"
 ROLES = ("raw", "e2e", "skip")
 PRECISIONS = ("fp32", "fp16", "int8")
-KEYS = ("imgsz", "nc", "models", "precision", "layout")
+KEYS = ("imgsz", "nc", "models", "precision", "layout", "inputs")
 
 
 class ManifestError(ValueError):
@@ -50,6 +59,7 @@ class Manifest:
     source: str = "none"
     precisions: dict[str, str] = field(default_factory=dict)
     layouts: dict[str, LayoutDeclaration] = field(default_factory=dict)
+    inputs: dict[str, tuple[ExtraInput, ...]] = field(default_factory=dict)
 
     def role(self, name: str) -> str | None:
         return self.models.get(name)
@@ -58,8 +68,12 @@ class Manifest:
         return self.precisions.get(name)
 
     def layout(self, name: str) -> LayoutDeclaration | None:
-        """The owner's [layout.NAME] declaration (harness.repository.layouts), or None."""
-        return self.layouts.get(name)
+        """The owner's [layout.NAME] declaration (harness.repository.layouts) with its [inputs.NAME] entries
+        (harness.repository.extra_inputs), or None when neither is declared."""
+        declared, extra = self.layouts.get(name), self.inputs.get(name, ())
+        if not extra:
+            return declared
+        return replace(declared or LayoutDeclaration(source=self.source), inputs=extra)
 
     def skipped(self, name: str) -> bool:
         return self.models.get(name) == "skip"
@@ -103,6 +117,21 @@ def parse_precision_option(text: str) -> tuple[str, str]:
     return _option(text, "--precision", "PRECISION", PRECISIONS, _precision)
 
 
+def _check_inputs(repository: Path, extra: dict[str, tuple[ExtraInput, ...]], origin: str) -> None:
+    """Each [inputs.NAME] entry against NAME's config as Triton completes it (harness.checks.model)."""
+    from harness.checks.model import completed_config
+
+    for name, entries in extra.items():
+        try:
+            config = completed_config(repository / name)
+        except Exception as error:  # an unreadable config: the config suite reports it; nothing to check against
+            raise ManifestError(f"{origin}: [inputs.{name}]: {name}'s config cannot be read to check it: {error}") from None
+        try:
+            check(name, entries, ports(config.input), origin)
+        except ValueError as error:
+            raise ManifestError(str(error)) from None
+
+
 def load_manifest(repository: Path, path: Path | None = None, models: list[str] = (), imgsz: int | None = None,
                   nc: int | None = None, precisions: list[str] = ()) -> Manifest:
     repository = Path(repository)
@@ -118,7 +147,8 @@ def load_manifest(repository: Path, path: Path | None = None, models: list[str] 
         unknown = sorted(set(data) - set(KEYS))
         if unknown:
             raise ManifestError(f"{path}: unknown keys {unknown} (a manifest has {list(KEYS)})")
-        for table, what in (("models", "ROLE"), ("precision", "PRECISION"), ("layout", "[layout.NAME] table")):
+        for table, what in (("models", "ROLE"), ("precision", "PRECISION"), ("layout", "[layout.NAME] table"),
+                            ("inputs", "[inputs.NAME] table")):
             if not isinstance(data.get(table, {}), dict):
                 raise ManifestError(f"{path}: [{table}] must be a table of NAME = {what}")
     origin = str(path) if path else "command line"
@@ -128,13 +158,15 @@ def load_manifest(repository: Path, path: Path | None = None, models: list[str] 
     precision.update(parse_precision_option(text) for text in precisions)
     try:
         layouts = {name: parse_declaration(name, table, origin) for name, table in data.get("layout", {}).items()}
+        extra = {name: parse_inputs(name, table, origin) for name, table in data.get("inputs", {}).items()}
     except ValueError as error:
         raise ManifestError(str(error)) from None
     present = sorted(p.name for p in repository.iterdir() if p.is_dir()) if repository.is_dir() else []
-    missing = sorted((set(declared) | set(precision) | set(layouts)) - set(present))
+    missing = sorted((set(declared) | set(precision) | set(layouts) | set(extra)) - set(present))
     if missing:
         raise ManifestError(f"{origin}: declares {missing}, which the repository {repository} does not have (it has {present})")
-    return Manifest(models=declared, precisions=precision, layouts=layouts, imgsz=_positive("imgsz", imgsz if imgsz is not None else data.get("imgsz"), origin),
+    _check_inputs(repository, extra, origin)
+    return Manifest(models=declared, precisions=precision, layouts=layouts, inputs=extra, imgsz=_positive("imgsz", imgsz if imgsz is not None else data.get("imgsz"), origin),
                     nc=_positive("nc", nc if nc is not None else data.get("nc"), origin),
                     source=", ".join(s for s in (str(path) if path else "", "command line" if (models or imgsz or nc or precisions) else "")
                                     if s) or "none")

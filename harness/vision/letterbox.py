@@ -117,23 +117,31 @@ class Letterbox:
     ) -> tuple[np.ndarray, LetterboxMeta]:
         """One HWC uint8 RGB image -> ([3, H, W] float32 input, meta)."""
         image = _check_image(image)
-        target_shape = _target_shape(target)
-        source_shape = (int(image.shape[0]), int(image.shape[1]))
-        ratio = self.scale(source_shape, target_shape, scaleup)
-        resized_shape = self.resized_shape(source_shape, target_shape, ratio)
-        top, bottom, left, right = self.padding(resized_shape, target_shape, auto, stride)
-        content = self.resize(image, resized_shape)
+        meta = self.geometry((int(image.shape[0]), int(image.shape[1])), target, auto=auto, stride=stride, scaleup=scaleup)
+        top, bottom, left, right = meta.padding
+        content = self.resize(image, meta.resized_shape)
         canvas = cv2.copyMakeBorder(
             content, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(self.pad_value,) * 3
         )
-        meta = LetterboxMeta(
-            source_shape=source_shape,
-            output_shape=(int(canvas.shape[0]), int(canvas.shape[1])),
+        return self.to_tensor(canvas), meta
+
+    def geometry(
+        self, source_shape: tuple[int, int], target: int | Sequence[int], *, auto: bool = False, stride: int = 32,
+        scaleup: bool = True,
+    ) -> LetterboxMeta:
+        """The letterbox of an image of `source_shape` (h, w), without its pixels: what the inverse
+        mapping and a per-image affine input (harness.repository.extra_inputs) need."""
+        target_shape = _target_shape(target)
+        ratio = self.scale(source_shape, target_shape, scaleup)
+        resized_shape = self.resized_shape(source_shape, target_shape, ratio)
+        top, bottom, left, right = self.padding(resized_shape, target_shape, auto, stride)
+        return LetterboxMeta(
+            source_shape=(int(source_shape[0]), int(source_shape[1])),
+            output_shape=(resized_shape[0] + top + bottom, resized_shape[1] + left + right),
             ratio=float(ratio),
-            resized_shape=(int(content.shape[0]), int(content.shape[1])),
+            resized_shape=resized_shape,
             padding=(top, bottom, left, right),
         )
-        return self.to_tensor(canvas), meta
 
     def batch(
         self, images: Sequence[np.ndarray], target: int | Sequence[int], **options

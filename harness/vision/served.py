@@ -5,7 +5,9 @@ An end-to-end detector is any model whose layout (harness.repository.layouts) pa
 [max_det, 6], NMS-inside outputs, declared JSON): that is all a black-box check may assume, so the checks
 work on any repository, not only the reference one. The client sends each image the way the input wants
 it (the encoded bytes; their base64; the pixels of the reference decode; the reference letterbox's
-tensor) and reads the answer back into rows [k, 6] in source pixels (harness.vision.detections).
+tensor) and reads the answer back into rows [k, 6] in source pixels (harness.vision.detections). Inputs
+beside the image that the owner declared ([inputs.NAME], harness.repository.extra_inputs) travel with
+every image, with the values of that image.
 
 The geometry a check needs (model input size, largest stride) comes from the config too: a tensor
 input's own dims, else an `imgsz` parameter on the model, else on one of its ensemble steps, else the
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tritonclient.utils import np_to_triton_dtype
 
 from harness.checks.model import completed_config
 from harness.repository.config import CONFIG_NAME
@@ -60,7 +63,8 @@ def _parameter(config, key: str) -> str | None:
     return config.parameters[key].string_value if key in config.parameters else None
 
 
-def _imgsz(config, configs: dict) -> tuple[int, int] | None:
+def model_imgsz(config, configs: dict) -> tuple[int, int] | None:
+    """(h, w) of the model input canvas: its `imgsz` parameter, else an ensemble step's, else a step's tensor input."""
     value = _parameter(config, "imgsz")
     if value:
         sides = [int(v) for v in value.replace("x", ",").split(",") if v.strip()]
@@ -70,7 +74,7 @@ def _imgsz(config, configs: dict) -> tuple[int, int] | None:
         if other is None:
             continue
         if _parameter(other, "imgsz"):
-            return _imgsz(other, configs)
+            return model_imgsz(other, configs)
         size = read_layout(other).input
         if size is not None and size.imgsz is not None:
             return size.imgsz
@@ -86,7 +90,7 @@ def end_to_end_model(config, configs: dict | None = None, manifest=None) -> EndT
     dims = [1 if d < 0 else int(d) for d in layout.input.port.dims] or [1]
     shape = ([1] if config.max_batch_size > 0 else []) + dims
     stride = int(_parameter(config, "stride") or DEFAULT_STRIDE)
-    imgsz = layout.input.imgsz or _imgsz(config, configs or {})
+    imgsz = layout.input.imgsz or model_imgsz(config, configs or {})
     return EndToEndModel(name, layout.input.name, tuple(shape), layout.output.primary, layout.output.count, imgsz,
                          stride, layout)
 
@@ -148,14 +152,28 @@ class EndToEndClient:
             return self._batched(tensor.astype(dtype)), port.datatype, meta, pixels.shape[:2]
         raise ValueError(f"{self.model.name}: input kind {kind!r}")
 
+    def extras(self, encoded: bytes, source: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+        """The inputs beside the image that the owner declared ([inputs.NAME]), with this image's values, as one
+        request carries them (batch dim included when batched); `source`: its (h, w) where already decoded."""
+        if not self.layout.extras:
+            return {}
+        from harness.vision.image import decode_image_bytes
+
+        source = source or decode_image_bytes(encoded).shape[:2]
+        values = self.layout.extra_values(source, self.model.imgsz or DEFAULT_IMGSZ)
+        return {name: value[None] if self.layout.batched else value for name, value in values.items()}
+
     def answer(self, encoded: bytes) -> Answer:
         from harness.vision.image import decode_image_bytes
 
         array, datatype, meta, source = self.request(encoded)
-        infer_input = self.protocol.InferInput(self.model.input_name, list(array.shape), datatype)
-        infer_input.set_data_from_numpy(array)
+        infer_inputs = []
+        for name, value in {self.model.input_name: array, **self.extras(encoded, source)}.items():
+            infer_inputs.append(self.protocol.InferInput(name, list(value.shape), datatype if name == self.model.input_name
+                                                         else np_to_triton_dtype(value.dtype)))
+            infer_inputs[-1].set_data_from_numpy(value)
         names = self.layout.output.read
-        response = self.client.infer(self.model.name, [infer_input],
+        response = self.client.infer(self.model.name, infer_inputs,
                                      outputs=[self.protocol.InferRequestedOutput(n) for n in names])
         outputs = {n: response.as_numpy(n) for n in names}
         if source is None and self.layout.output.box_units == "normalized":

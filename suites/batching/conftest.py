@@ -157,14 +157,18 @@ class BatchingBench:
 
     def payload(self, model: str) -> Payload:
         """Sized from the repository (ONNX graphs, the ensemble step that feeds a -1 dim), within the
-        request byte bound (harness.repository.sizing)."""
+        request byte bound (harness.repository.sizing); inputs declared in [inputs.NAME] hold the values of
+        the payload's image."""
+        from harness.plugin import manifest_for
+        from harness.repository.layouts import read_layout
+
+        manifest = manifest_for(self.pytestconfig)
         if self._sizer is None:
-            from harness.plugin import manifest_for
             from harness.repository.sizing import Sizer
 
-            self._sizer = Sizer({**read_configs(self.repository), **self.configs}, self.repository,
-                                manifest_for(self.pytestconfig).imgsz)
-        return payload_from_config(self.configs[model], sizer=self._sizer)
+            self._sizer = Sizer({**read_configs(self.repository), **self.configs}, self.repository, manifest.imgsz)
+        config = self.configs[model]
+        return payload_from_config(config, sizer=self._sizer, layout=read_layout(config, manifest.layout(model), model))
 
     def shared_memory(self, model: str, protocol: str) -> bool:
         """Whether this model's requests go through system shared memory (--batching-shared-memory): gRPC,

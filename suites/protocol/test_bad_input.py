@@ -48,7 +48,7 @@ def test_bad_input(case, protocol, triton_server, models_by_role, record_propert
     problems, judged, too_large = [], 0, []
     for view in views:
         try:
-            request = case.build(view)
+            request = view.with_extras(case.build(view))
         except RequestTooLarge as error:  # not sent: the request bound says how big it would be
             too_large.append(error.line)
             continue

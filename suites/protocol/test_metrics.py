@@ -97,7 +97,7 @@ def test_failures_are_counted(triton_server, models_by_role, record_property):
     malformed = next(c for c in CATALOGUE if c.name == "byte_size_short")
     for view in models_by_role["tensor"]:
         try:
-            request = malformed.build(view)
+            request = view.with_extras(malformed.build(view))
         except RequestTooLarge:  # not sent: the request bound says how big it would be
             continue
         before = prometheus.scrape(triton_server.endpoints.metrics)
