@@ -63,9 +63,10 @@ def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_pat
     assert all(p["average_batch"] >= 1 for p in sweep) and sweep[-1]["average_batch"] > 1, sweep
     # one instance executing batches of up to 8 (20 ms each) while the next fills: throughput stops rising at
     # 16 requests in flight (8/20 ms = 400/s at most); the sweep goes on doubling past it until two doublings
-    # add nothing (issue 31 item 3; the latency budget is raised so the plateau rule decides)
+    # add nothing (issue 31 item 3; the latency budget is raised so the plateau rule decides). On a host busy
+    # with another test the rise is slower: a fresh-clone run beside two others saturated at 64 (373/s)
     capacity = benches["test_concurrency_sweep[detector]"]["extra_info"]["capacity"]
-    assert capacity["stopped"] == "plateau" and capacity["saturating_concurrency"] in (16, 32), (capacity, sweep)
+    assert capacity["stopped"] == "plateau" and capacity["saturating_concurrency"] in (16, 32, 64), (capacity, sweep)
     assert sweep[-1]["concurrency"] >= 4 * capacity["saturating_concurrency"] and capacity["saturated_throughput"] <= 400, sweep
     assert capacity["knee"]["throughput"] >= 0.95 * capacity["saturated_throughput"], capacity
     poisson = benches["test_poisson_sweep[detector]"]["extra_info"]
