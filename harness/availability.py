@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness import paths
+from harness.session import COLLECTOR, manifest_for, source_repository
 from harness.verdicts import NOT_SERVABLE_HERE, not_servable_here
 
 _NEEDS = pytest.StashKey[dict]()
@@ -44,7 +45,6 @@ def host_needs(config: pytest.Config) -> dict[str, str]:
     """Model -> what this host lacks to serve it, for the repository under test (models declared `skip`
     are the manifest's business, not listed); computed once per run."""
     if _NEEDS not in config.stash:
-        from harness.plugin import manifest_for, source_repository
         from harness.reference.loadable import host_needs as needs_of
 
         try:
@@ -70,8 +70,6 @@ def adapter_plan(config: pytest.Config):
 
         found = Plan()
         if not config.getoption("--no-adapter", default=False) and resolve_kind(config.getoption("--triton")) == "process":
-            from harness.plugin import source_repository
-
             named = onnx_for(config)
             try:
                 found = plan(source_repository(config), server_facts(config)[0], named)
@@ -88,8 +86,6 @@ def _adapter_verdicts(config: pytest.Config, found) -> tuple[dict[str, str], dic
 
     if not found.served and not found.refused:
         return {}, {}
-    from harness.plugin import source_repository
-
     configs = _configs(source_repository(config))
     refused = {m: f"not tested: {why}" for m, why in found.refused.items()}
     through_ensembles(configs, refused, lambda blocked: f"not tested: its step {blocked[0]!r} is not served: "
@@ -287,8 +283,6 @@ def mark_unservable(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def _report(config: pytest.Config) -> None:
-    from harness.plugin import COLLECTOR
-
     if COLLECTOR in config.stash:
         config.stash[COLLECTOR].not_servable = dict(sorted(not_servable(config).items()))
         config.stash[COLLECTOR].adapter_served = dict(sorted(adapter_labels(config).items()))

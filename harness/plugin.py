@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.servers import cleanup
+from harness.session import COLLECTOR, manifest_for, source_repository
 
 GROUP = "yolo-triton-suite"
 
@@ -110,10 +111,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 _SWEPT = pytest.StashKey[list]()
 SUITE_SERVERS = pytest.StashKey["SuiteServers"]()
-COLLECTOR = pytest.StashKey["ReportCollector"]()
 _VERDICT = pytest.StashKey[str]()
-_MANIFEST = pytest.StashKey["Manifest"]()
-_SOURCE = pytest.StashKey[Path]()
 _DEADLINE_REPORT = pytest.StashKey[object]()
 
 
@@ -304,36 +302,6 @@ def _suite_of(item: pytest.Item) -> str | None:
     except ValueError:
         return None
     return relative.parts[0] if len(relative.parts) > 1 else None
-
-
-def source_repository(config: pytest.Config) -> Path:
-    """The repository the user pointed at, or the reference one built for this machine; found once per run
-    (suites ask at collection, each time they parametrize, and the reference's key hashes its artifacts)."""
-    if _SOURCE not in config.stash:
-        repo = config.getoption("--repo")
-        if repo is not None:
-            config.stash[_SOURCE] = Path(repo).resolve()
-        else:
-            from harness.hostinfo import reference_device
-            from harness.reference import build_reference_repository
-
-            config.stash[_SOURCE] = build_reference_repository(reference_device(config.getoption("--device"))[0])
-    return config.stash[_SOURCE]
-
-
-def manifest_for(config: pytest.Config):
-    """The declarations about the repository under test (harness.repository.manifest), read once; usable
-    at collection time, where suites parametrize over models."""
-    if _MANIFEST not in config.stash:
-        from harness.repository.manifest import ManifestError, load_manifest
-
-        try:
-            config.stash[_MANIFEST] = load_manifest(source_repository(config), config.getoption("--manifest"),
-                                                    config.getoption("--model"), config.getoption("--imgsz"),
-                                                    config.getoption("--nc"), config.getoption("--precision"))
-        except ManifestError as error:
-            raise pytest.UsageError(str(error)) from None
-    return config.stash[_MANIFEST]
 
 
 @pytest.fixture(scope="session")

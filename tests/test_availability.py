@@ -283,3 +283,16 @@ def test_an_ensemble_over_a_step_the_host_cannot_load_is_the_hosts_whatever_its_
     assert failures["vendor_detector"][1] is True and "needs module 'yolo_vendor_ops'" in failures["vendor_detector"][0]
     assert failures["detect"] == (
         f"detect needs its step 'vendor_detector', which cannot load here: {failures['vendor_detector'][0]}", True)
+
+
+def test_availability_and_the_collector_never_import_the_plugin_back():
+    """Issue #32 item 9: the plugin fills the session's records (harness.session) and the availability records
+    and the report collector read them there; neither imports harness.plugin (they did, in a circle)."""
+    import ast
+
+    for module in ("harness/availability.py", "harness/report/collector.py"):
+        tree = ast.parse((ROOT / module).read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert "harness.plugin" not in imported, module
+        assert "harness.session" in imported, module

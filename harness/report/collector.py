@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.session import manifest_for, source_repository
 from harness.verdicts import NOT_APPLICABLE, NOT_SERVABLE_HERE, NOT_TESTED_HERE
 
 REPORT_NAME = "report.json"
@@ -218,7 +219,6 @@ def _models_of(session: pytest.Session) -> dict[str, str]:
         return {}
     from harness.availability import model_of
     from harness.checks import list_models
-    from harness.plugin import source_repository
 
     try:
         models = set(list_models(source_repository(session.config)))
@@ -232,7 +232,6 @@ def _repository_models(session: pytest.Session) -> list[str]:
     if not any(_suite(item.nodeid) != "other" for item in session.items):
         return []
     from harness.checks import list_models
-    from harness.plugin import source_repository
 
     try:
         return list_models(source_repository(session.config))
@@ -244,8 +243,6 @@ def _declared_skip(session: pytest.Session) -> list[str]:
     """Models the manifest (or --model NAME=skip) leaves out: excluded from the verdict, never blocking."""
     if not any(_suite(item.nodeid) != "other" for item in session.items):
         return []
-    from harness.plugin import manifest_for
-
     try:
         manifest = manifest_for(session.config)
     except Exception:  # no repository under test

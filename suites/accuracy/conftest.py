@@ -43,9 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def _served_specs(config: pytest.Config) -> list:
     """Served models of the repository under test, read from its configs at collection time."""
     from harness.accuracy.served import served_models
-    from harness.plugin import manifest_for
+    from harness.session import manifest_for
 
-    from harness.plugin import source_repository
+    from harness.session import source_repository
 
     repo = source_repository(config)
     return [specs_module.CandidateSpec(name=f"served:{name}", kind="served", target=name)
@@ -53,7 +53,7 @@ def _served_specs(config: pytest.Config) -> list:
 
 
 def candidate_specs(config: pytest.Config) -> list:
-    from harness.plugin import manifest_for
+    from harness.session import manifest_for
 
     profile = config.stash[PROFILE_KEY]
     if manifest_for(config).imgsz:  # the owner's declared input size wins over the profile's, for every run

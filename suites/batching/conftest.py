@@ -54,7 +54,7 @@ def batching_targets(config: pytest.Config) -> tuple[list[str], dict[str, str]]:
     configs = {p.name: completed_config(p) for p in sorted(source.iterdir()) if (p / CONFIG_NAME).is_file()}
     steps = {step.model_name: name for name, c in configs.items() if is_ensemble(c)
              for step in c.ensemble_scheduling.step}
-    from harness.plugin import manifest_for
+    from harness.session import manifest_for
 
     manifest = manifest_for(config)
     reasons = {}
@@ -69,7 +69,7 @@ def batching_targets(config: pytest.Config) -> tuple[list[str], dict[str, str]]:
 
 
 def _source(config: pytest.Config) -> Path:
-    from harness.plugin import source_repository
+    from harness.session import source_repository
 
     return source_repository(config)
 
@@ -80,7 +80,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize("model", ["all"])
             return
         models, reasons = batching_targets(metafunc.config)
-        from harness.plugin import manifest_for
+        from harness.session import manifest_for
 
         configs = {name: c for name, c in read_configs(_source(metafunc.config)).items()
                    if not manifest_for(metafunc.config).skipped(name)}
@@ -159,7 +159,7 @@ class BatchingBench:
         """Sized from the repository (ONNX graphs, the ensemble step that feeds a -1 dim), within the
         request byte bound (harness.repository.sizing); inputs declared in [inputs.NAME] hold the values of
         the payload's image."""
-        from harness.plugin import manifest_for
+        from harness.session import manifest_for
         from harness.repository.layouts import read_layout
 
         manifest = manifest_for(self.pytestconfig)

@@ -121,7 +121,7 @@ def _audit_rtol(bench, model) -> tuple[str, float]:
     build: yolo_raw's boxes moved by up to 1 at ~640 (1.6e-3 relative), yolo_e2e's by 0.19 px. FP32 keeps
     1e-3."""
     from harness.accuracy.served import served_precision
-    from harness.plugin import manifest_for
+    from harness.session import manifest_for
 
     precision = served_precision(bench.configs[model], manifest_for(bench.pytestconfig), model, "fp32", bench.repository)
     return precision, (1e-3 if precision == "fp32" else 2 ** -8)

@@ -23,7 +23,7 @@ def _models(config: pytest.Config) -> list:
     repo = config.getoption("--repo")
     if repo is None:
         try:
-            from harness.plugin import source_repository
+            from harness.session import source_repository
 
             repo = source_repository(config)
         except Exception as error:  # the reference repository cannot be built on this machine (yet)

@@ -94,7 +94,7 @@ def _repository_at_collection(config: pytest.Config):
 
 def _manifest_at_collection(config: pytest.Config):
     """The owner's declarations, where a --repo is given (the reference sources need none)."""
-    from harness.plugin import manifest_for
+    from harness.session import manifest_for
 
     return manifest_for(config) if config.getoption("--repo") else None
 
