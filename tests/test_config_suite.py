@@ -114,6 +114,25 @@ def test_segmentation_heads_are_judged_by_their_detections_and_say_masks_are_not
                     "(32 mask coefficients with prototypes 'output1')"], said
 
 
+def test_a_part_not_tested_reaches_the_report_and_the_verdict(tmp_path):
+    """The segmentation heads' NotTestedWarning is in report.json, on the check that passed, and in the verdict:
+    a pass that read masks it did not judge never reads as if it had."""
+    import json
+
+    from tests.conftest import certify_repo, verdict_block
+
+    result = certify_repo(FIXTURE_DIR / "segmentation_head", tmp_path, ("config",), "-k", "test_role")
+    block = verdict_block(result.stdout, "CERTIFIED")
+    assert block is not None, result.stdout[-3000:]
+    assert ("  yolo_seg: segmentation head: detections judged from the first 4 + nc rows; masks not tested (32 mask "
+            "coefficients with prototypes 'output1') (a part these passes did not judge: 1 check(s): "
+            "test_config_role.py::test_role[yolo_seg])") in block, block
+    checks = json.loads((tmp_path / "report.json").read_text())["checks"]
+    role = next(c for c in checks if c["id"].endswith("test_role[yolo_seg_nms]"))
+    assert role["verdict"] == "passed" and len(role["not_tested_parts"]) == 1, role
+    assert "masks not tested" in role["not_tested_parts"][0], role
+
+
 def test_manifest_naming_a_model_the_repository_lacks_is_a_usage_error(pytester):
     result = pytester.runpytest_subprocess(str(SUITE), "--repo", str(FIXTURE_DIR / "good"), "--model", "yolo_nope=raw",
                                            "-p", "no:cacheprovider", "-m", "not server")

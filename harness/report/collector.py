@@ -125,6 +125,17 @@ class ReportCollector:
             if entry["verdict"] in ("failed", "error", "not tested") and label not in entry["message"]:
                 entry["message"] += f" [{label}]"
 
+    def pytest_warning_recorded(self, warning_message, when: str, nodeid: str, location) -> None:
+        """A part a passing check read but did not judge (harness.checks.findings.NotTestedWarning: a
+        segmentation head's masks) goes into that check's record, so report.json and the verdict say it."""
+        from harness.checks.findings import NotTestedWarning
+
+        entry = self.checks.get(nodeid)
+        if entry is not None and issubclass(warning_message.category, NotTestedWarning):
+            parts = entry.setdefault("not_tested_parts", [])
+            if str(warning_message.message) not in parts:
+                parts.append(str(warning_message.message))
+
     def _server_label(self, nodeid: str) -> str | None:
         """A check of the whole server (no model parameter) while it serves models through the adapter:
         which, and how ("yolo_onnx: served through the ONNX Runtime adapter; ...")."""

@@ -47,6 +47,8 @@ class Verdict:
     # model -> how it was served where the server lacks its backend (report.json "adapter_served":
     # harness.adapters): its checks judge the model's own file, not that backend
     adapter_served: dict[str, str] = field(default_factory=dict)
+    # passing required checks that read a part they did not judge (report.json "not_tested_parts": masks)
+    parts_not_tested: list[dict] = field(default_factory=list)
 
     @property
     def not_tested_models(self) -> dict[str, str]:
@@ -100,6 +102,8 @@ class Verdict:
         lines += [f"  {reason} (harness's optional tool; does not block: {_ids(checks)})"
                   for reason, checks in _grouped(self.not_tested_here).items()]
         lines += [f"  {reason} (by design; does not block: {_ids(checks)})" for reason, checks in _grouped(self.by_design).items()]
+        lines += [f"  {part} (a part these passes did not judge: {_ids(checks)})"
+                  for part, checks in _grouped(self.parts_not_tested).items()]
         if self.adapter_served:
             lines.append(f"  {SERVED_BY_ADAPTER}: " + ", ".join(
                 model + (label.removeprefix(SERVED_BY_ADAPTER) if label.startswith(SERVED_BY_ADAPTER) else f" ({label})")
@@ -209,7 +213,9 @@ def judge(report: dict | Path, profile: dict, strict: bool | None = None) -> Ver
         report.get("models", {}), sorted(skipped),
         repository_models=[m for m in report.get("repository_models", []) if m not in skipped],
         by_design=by_design, accept_partial=bool(profile.get("accept_partial", False)),
-        adapter_served={m: r for m, r in report.get("adapter_served", {}).items() if m not in skipped})
+        adapter_served={m: r for m, r in report.get("adapter_served", {}).items() if m not in skipped},
+        parts_not_tested=[{**c, "message": part} for c in required if c["verdict"] == "passed"
+                          for part in c.get("not_tested_parts", [])])
 
 
 def _incomplete(report: dict) -> str | None:
