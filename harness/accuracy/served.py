@@ -76,6 +76,15 @@ def served_precision(config, manifest, name: str, from_artifact: str, repository
     return parameter or from_artifact
 
 
+def model_precision(repository: Path, name: str, manifest, config=None, artifact: Path | None = None) -> str:
+    """served_precision of the model `name` of `repository`, its ONNX file's weights last (FP32 without one)."""
+    from harness.engines.ort import precision_of
+
+    config = config if config is not None else completed_config(Path(repository) / name)
+    artifact = artifact if artifact is not None else model_artifact(Path(repository), name)
+    return served_precision(config, manifest, name, precision_of(artifact) if artifact else "fp32", repository)
+
+
 def _precision_parameter(config, repository: Path | None, seen: frozenset = frozenset()) -> str | None:
     order = ("int8", "fp16", "fp32")
     found = []
@@ -130,14 +139,12 @@ def served_settings(repository: Path, name: str, manifest, eval_defaults: dict) 
     declarations), the ONNX file it runs, its precision (served_precision, the file's weights last) and its
     conf / iou / max_det (e2e_thresholds over `eval_defaults`, a profile's [eval]). The accuracy suite's served
     candidates and the letterbox suite's client inputs both read a model through this."""
-    from harness.engines.ort import precision_of
-
     repository = Path(repository)
     config = completed_config(repository / name)
     config.name = config.name or name  # Triton names a model by its directory when the config does not
     layout = model_layout(config, manifest, name)
     artifact = model_artifact(repository, name)
-    precision = served_precision(config, manifest, name, precision_of(artifact) if artifact else "fp32", repository)
+    precision = model_precision(repository, name, manifest, config, artifact)
     defaults = {key: eval_defaults[key] for key in ("conf", "iou", "max_det")}
     return ServedSettings(config, layout, artifact, precision, e2e_thresholds(config, defaults, layout, repository))
 

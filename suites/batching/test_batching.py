@@ -120,10 +120,10 @@ def _audit_rtol(bench, model) -> tuple[str, float]:
     units in FP16's last place (2**-10) are not a mixed-up answer. Measured on the H100, GPU reference
     build: yolo_raw's boxes moved by up to 1 at ~640 (1.6e-3 relative), yolo_e2e's by 0.19 px. FP32 keeps
     1e-3."""
-    from harness.accuracy.served import served_precision
+    from harness.accuracy.served import model_precision
     from harness.session import manifest_for
 
-    precision = served_precision(bench.configs[model], manifest_for(bench.pytestconfig), model, "fp32", bench.repository)
+    precision = model_precision(bench.repository, model, manifest_for(bench.pytestconfig), bench.configs[model])
     return precision, (1e-3 if precision == "fp32" else 2 ** -8)
 
 
