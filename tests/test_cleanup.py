@@ -110,6 +110,29 @@ def test_crashed_runs_container_is_swept(pytester, tiny_repository):
     assert not cleanup._record_path(proc.pid).exists()
 
 
+@pytest.mark.container
+@needs_docker
+def test_a_labelled_container_whose_run_is_gone_is_swept_from_the_list_alone():
+    """A container labelled with a dead owner and no run record (its record lost) is found by its label and
+    removed; the sweep reads the label from the list itself (sparse), never one inspect per container, which
+    raised docker.errors.NotFound when another run removed its own container in between."""
+    import docker
+
+    from harness.servers.image import BASE_TAG
+
+    client = docker.from_env()
+    if not client.images.list(name=BASE_TAG):
+        pytest.skip(f"{BASE_TAG} is not built here (the container launcher builds it)")
+    dead = 2 ** 22 + 1  # above pid_max's default: no process has it
+    container = client.containers.create(BASE_TAG, "true", labels={cleanup.OWNER_LABEL: str(dead)})
+    try:
+        assert f"container {container.short_id}" in cleanup.sweep()
+        assert not client.containers.list(all=True, filters={"id": container.id})
+    finally:
+        for left in client.containers.list(all=True, filters={"id": container.id}):
+            left.remove(force=True)
+
+
 def test_users_repository_is_unchanged_by_a_run(pytester, tiny_repository):
     before = fingerprint(tiny_repository)
     pytester.makepyfile(test_use="""

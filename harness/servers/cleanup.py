@@ -163,11 +163,12 @@ def sweep() -> list[str]:
         path.unlink(missing_ok=True)
     client = _docker_client()
     if client is not None:
-        for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
-            owner = int(container.labels.get(OWNER_LABEL, "0"))
+        # sparse: the list's own fields, no inspect per container, which fails when another run removes its
+        # container between the list and the inspect (a CI run died on that: docker.errors.NotFound)
+        for container in client.containers.list(all=True, sparse=True, filters={"label": OWNER_LABEL}):
+            owner = int((container.attrs.get("Labels") or {}).get(OWNER_LABEL, "0"))
             if owner != os.getpid() and not pid_alive(owner):
-                container.remove(force=True)
-                swept.append(f"container {container.short_id}")
+                swept += _remove_containers([container.id])
     return swept
 
 
