@@ -103,6 +103,9 @@ class LoadResult:
                 f"{'stable' if self.stable else 'NOT stable'} after {len(self.windows)} windows")
 
 
+DRAIN_S = 30.0  # at the end of a run, how long the requests in flight may take to be answered before they are cancelled
+
+
 def run_load(spec: ClientSpec, settings: LoadSettings, probe=None, started: threading.Event | None = None) -> LoadResult:
     """Measure until stable or max_windows. `probe()` (e.g. a server_stats.StatisticsProbe) is
     called at every window boundary; its snapshots around the summary span go into the result.
@@ -312,6 +315,8 @@ async def _worker(worker_id, spec, settings, share, t0, go, stop, messages) -> N
                 error_messages.append(text)
         buffer.append((begin, time.monotonic_ns(), ok))
 
+    in_flight: set[asyncio.Task] = set()  # the open loop's requests not answered yet
+
     async def closed_loop() -> None:
         while not stopping.is_set():
             await one(None)
@@ -320,7 +325,6 @@ async def _worker(worker_id, spec, settings, share, t0, go, stop, messages) -> N
         rng = np.random.default_rng(settings.seed + worker_id)
         rate = float(share)
         next_ns = start_ns
-        outstanding: set[asyncio.Task] = set()
         while not stopping.is_set():
             gap = rng.exponential(1.0 / rate) if settings.mode == "poisson" else 1.0 / rate
             next_ns += int(gap * 1e9)
@@ -329,14 +333,12 @@ async def _worker(worker_id, spec, settings, share, t0, go, stop, messages) -> N
                 await asyncio.sleep(delay)
             if (time.monotonic_ns() - next_ns) / 1e9 > settings.late_threshold_s:
                 late[0] += 1
-            if len(outstanding) >= settings.max_outstanding:
+            if len(in_flight) >= settings.max_outstanding:
                 buffer.append((next_ns, time.monotonic_ns(), False))
                 continue
             task = asyncio.get_running_loop().create_task(one(next_ns))
-            outstanding.add(task)
-            task.add_done_callback(outstanding.discard)
-        for task in list(outstanding):
-            task.cancel()
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
 
     if settings.mode == "concurrency":
         tasks = [asyncio.create_task(closed_loop()) for _ in range(int(share))]
@@ -361,11 +363,30 @@ async def _worker(worker_id, spec, settings, share, t0, go, stop, messages) -> N
         k += 1
         boundary += window_ns
     stopping.set()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    if settings.mode != "concurrency":
+        for task in tasks:  # the open loop's scheduler, asleep until its next arrival: its requests are tasks of their own
+            task.cancel()
+    await _drain(tasks, in_flight)
     await client.close()
     messages.put(("done", worker_id, error_messages))
+
+
+async def _drain(loops: list[asyncio.Task], in_flight: set[asyncio.Task]) -> None:
+    """Let the requests in flight be answered (a closed loop ends after its own, the open loop stops sending),
+    as perf_analyzer waits for its outstanding requests; only what is still unanswered after DRAIN_S is
+    cancelled. Cancelling gRPC calls mid-flight leaves the server executing them for nobody (the next
+    measurement on that server starts behind a backlog), and a Triton server aborted in gRPC core ("ASSERTION
+    FAILED: prior > 0", sync.cc) while a run of this generator ended (CI, 2026-12-06; Triton's own reports of
+    such aborts around cancelled requests: triton-inference-server/server#7016, #7368)."""
+    deadline = time.monotonic() + DRAIN_S
+    _, left = await asyncio.wait(loops, timeout=DRAIN_S)
+    pending = set(in_flight)
+    if pending:
+        _, still = await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
+        left |= still
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*loops, *pending, return_exceptions=True)
 
 
 def sweep(spec: ClientSpec, settings: LoadSettings, concurrencies, probe=None, run=None) -> list[LoadResult]:
