@@ -247,11 +247,17 @@ def engine_absent_here(config: pytest.Config, entry, findings: list) -> list:
 def skip_if_nothing_servable(config: pytest.Config, served: list) -> None:
     """A suite that drives what the server serves (`served`: the models it can drive): with none, while
     models of the repository cannot be served here, every check is not tested on this host, naming them
-    (not "the server serves no model")."""
-    needs = not_servable(config)
-    if not served and needs:
+    (not "the server serves no model"); where the ONNX Runtime adapter refused them (Triton's backend would,
+    or the ONNX --onnx-for names does not fit), not tested, naming them the same way."""
+    if served:
+        return
+    needs, refused = not_servable(config), adapter_refused(config)
+    if needs:
         not_servable_here(f"nothing it can drive is served: {', '.join(sorted(needs))} cannot be served on this host "
                           "(each one's need and way out is listed once in the verdict)")
+    if refused:
+        pytest.skip(f"not tested, because nothing it can drive is served: {', '.join(sorted(refused))} not served "
+                    "through the ONNX Runtime adapter (each one's cause is listed once in the verdict)")
 
 
 def model_of(item: pytest.Item, models) -> str | None:
