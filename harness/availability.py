@@ -144,17 +144,21 @@ def load_failures(config: pytest.Config) -> dict[str, tuple[str, bool]]:
 
 def record_load_failures(config: pytest.Config, repository: Path, errors: dict[str, str]) -> None:
     """Models that failed to load (model -> Triton's reason): each environment cause (harness.environment)
-    becomes the host's, any other stays the model's own; an ensemble over a step that failed for the host
-    is the host's too, so steps are judged before the ensembles over them (never in name order). Recorded
-    once: the first reason learnt stands."""
+    becomes the host's, any other stays the model's own; a model this host was already known not to serve
+    (host_needs: a suite that loads a model by name, such as the batching bench, tried it anyway) is the
+    host's under that known need, so the verdict states the cause once, in its words; an ensemble over a
+    step that failed for the host is the host's too, so steps are judged before the ensembles over them
+    (never in name order). Recorded once: the first reason learnt stands."""
     from harness.environment import environment_cause
 
     failures = load_failures(config)
+    known_needs = config.stash.get(_NEEDS, {})  # computed at collection in a run
     steps = {model: _steps(Path(repository) / model) for model in errors}
     for model in _steps_first(steps):
         if model in failures:
             continue
-        cause = environment_cause(Path(repository) / model, errors[model])
+        cause = reason(model, known_needs[model]) if model in known_needs else \
+            environment_cause(Path(repository) / model, errors[model])
         host_steps = [step for step in steps[model] if failures.get(step, ("", False))[1]]
         if cause is None and host_steps:
             cause = f"{model} needs its step {host_steps[0]!r}, which cannot load here: {failures[host_steps[0]][0]}"
@@ -243,11 +247,17 @@ def engine_absent_here(config: pytest.Config, entry, findings: list) -> list:
 def skip_if_nothing_servable(config: pytest.Config, served: list) -> None:
     """A suite that drives what the server serves (`served`: the models it can drive): with none, while
     models of the repository cannot be served here, every check is not tested on this host, naming them
-    (not "the server serves no model")."""
-    needs = not_servable(config)
-    if not served and needs:
+    (not "the server serves no model"); where the ONNX Runtime adapter refused them (Triton's backend would,
+    or the ONNX --onnx-for names does not fit), not tested, naming them the same way."""
+    if served:
+        return
+    needs, refused = not_servable(config), adapter_refused(config)
+    if needs:
         not_servable_here(f"nothing it can drive is served: {', '.join(sorted(needs))} cannot be served on this host "
                           "(each one's need and way out is listed once in the verdict)")
+    if refused:
+        pytest.skip(f"not tested, because nothing it can drive is served: {', '.join(sorted(refused))} not served "
+                    "through the ONNX Runtime adapter (each one's cause is listed once in the verdict)")
 
 
 def model_of(item: pytest.Item, models) -> str | None:

@@ -285,6 +285,32 @@ def test_an_ensemble_over_a_step_the_host_cannot_load_is_the_hosts_whatever_its_
         f"detect needs its step 'vendor_detector', which cannot load here: {failures['vendor_detector'][0]}", True)
 
 
+def test_a_model_known_unservable_here_whose_load_was_tried_anyway_stays_the_hosts(tmp_path):
+    """Issue #32's public repositories (odlab-ai/odlab-triton): the batching bench loaded by name a model this
+    host was known not to serve (host_needs); Triton's refusal was recorded as the model's own load failure, so
+    its accuracy checks said "not tested, because model failed to load: [400] ..." beside "not tested on this
+    host, because model needs ..." — one cause twice, the second as if the model were at fault. The known need
+    stands; a servable model's load failure stays its own."""
+    from harness.availability import _NEEDS, load_failures, reason, record_load_failures
+
+    repository = FIXTURES / "host_limited"
+    config = type("Config", (), {"stash": pytest.Stash()})()
+    config.stash[_NEEDS] = host_needs(repository, {"python"}, frozenset(), adapted=frozenset({"yolo_onnx"}))
+    assert config.stash[_NEEDS]["yolo_detector"] == "a GPU"
+    record_load_failures(config, repository, {
+        "yolo_detector": "[400] load failed for model 'yolo_detector': version 1 is at UNAVAILABLE state: Invalid "
+                         "argument: instance group yolo_detector_0 of model yolo_detector specifies invalid or "
+                         "unsupported gpu id 0. GPUs with at least the minimum required CUDA compute compatibility "
+                         "of 6.000000 are: ;",
+        "yolo_preprocess": "[400] load failed for model 'yolo_preprocess': version 1 is at UNAVAILABLE state: "
+                           "Internal: RuntimeError: initialize raised"})
+    failures = load_failures(config)
+    assert failures["yolo_detector"] == (reason("yolo_detector", "a GPU"), True), failures
+    assert failures["yolo_preprocess"] == (
+        "[400] load failed for model 'yolo_preprocess': version 1 is at UNAVAILABLE state: Internal: RuntimeError: "
+        "initialize raised", False), failures
+
+
 def test_availability_and_the_collector_never_import_the_plugin_back():
     """Issue #32 item 9: the plugin fills the session's records (harness.session) and the availability records
     and the report collector read them there; neither imports harness.plugin (they did, in a circle)."""

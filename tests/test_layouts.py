@@ -90,6 +90,16 @@ LEVIPEREIRA = {  # the configs start-triton-server.sh writes: EfficientNMS end-t
         output { name: "det_boxes" data_type: TYPE_FP32 dims: [100, 4] }
         output { name: "det_scores" data_type: TYPE_FP32 dims: [100] }
         output { name: "det_classes" data_type: TYPE_INT32 dims: [100] }""",
+    # models_config/yolov8_onnx_trt.pbtxt as start-triton-server.sh writes it (--plugin yoloNMS): YOLO_NMS_TRT's
+    # det_indices beside EfficientNMS's four outputs
+    "yolov8n": """name: "yolov8n" platform: "tensorrt_plan" max_batch_size: 8
+        default_model_filename: "infer-yoloNMS-yolov8n-max-batch-8.engine"
+        input { name: "images" data_type: TYPE_FP32 dims: [3, 640, 640] }
+        output { name: "num_dets" data_type: TYPE_INT32 dims: [1] }
+        output { name: "det_boxes" data_type: TYPE_FP32 dims: [100, 4] }
+        output { name: "det_scores" data_type: TYPE_FP32 dims: [100] }
+        output { name: "det_classes" data_type: TYPE_INT32 dims: [100] }
+        output { name: "det_indices" data_type: TYPE_INT32 dims: [100] }""",
     "yolov9-c-raw": """name: "yolov9-c-raw" platform: "tensorrt_plan" max_batch_size: 8
         input { name: "images" data_type: TYPE_FP32 dims: [3, 640, 640] }
         output { name: "output0" data_type: TYPE_FP32 dims: [84, 8400] }""",
@@ -119,6 +129,7 @@ EXPECTED = {
     ("gametwix", "yolov8"): ("raw", TENSOR, RAW),
     ("levipereira", "yolov9-c"): ("e2e", TENSOR, NMS),
     ("levipereira", "yolov9-c-raw"): ("raw", TENSOR, RAW),
+    ("levipereira", "yolov8n"): ("e2e", TENSOR, NMS),
 }
 PROJECTS = {"omarabid": OMARABID, "odlab": ODLAB, "gametwix": GAMETWIX, "levipereira": LEVIPEREIRA}
 
@@ -129,6 +140,16 @@ def test_public_project_layouts(project, model):
     role, input_kind, output_kind = EXPECTED[(project, model)]
     assert (layout.role, layout.input and layout.input.kind, layout.output and layout.output.kind) == \
         (role, input_kind, output_kind), layout
+
+
+def test_yolo_nms_trt_indices_are_not_taken_for_detections():
+    """levipereira/triton-server-yolo's yoloNMS config (issue #32's public repositories): the plugin's det_indices
+    [100] beside count, boxes, scores and classes was read as a third peer of the boxes and the layout left
+    undecided ("no output gives detections"); the indices are set aside and the four EfficientNMS outputs read."""
+    layout = layout_of(LEVIPEREIRA["yolov8n"])
+    assert layout.output.names == {"boxes": "det_boxes", "scores": "det_scores", "classes": "det_classes",
+                                   "count": "num_dets"}, layout.output
+    assert layout.output.max_det == 100
 
 
 def test_postprocessed_ensemble_and_efficient_nms_are_end_to_end_not_raw():

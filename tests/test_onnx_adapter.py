@@ -129,3 +129,19 @@ def test_a_plan_is_served_from_the_onnx_it_was_built_from_only_when_named_and_fi
     write_config(wrong / "yolo_trt", plan_config)
     assert plan(wrong, {"python"}, {"yolo_trt": onnx}).refused["yolo_trt"].startswith(
         f"the ONNX --onnx-for names ({onnx}) does not fit its config: [bindings] yolo_trt:")
+
+
+def test_a_repository_whose_every_model_the_adapter_refused_is_not_tested_not_an_error(built, tmp_path):
+    """Issue #32's public repositories (levipereira/triton-server-yolo with --onnx-for a file that does not fit):
+    every model refused, the server served none, and each protocol check errored at setup ("the server serves
+    no READY model") instead of being not tested, naming the refused models."""
+    repo, _ = built
+    scratch = tmp_path / "models"
+    shutil.copytree(repo / "yolo_misnamed", scratch / "yolo_misnamed")
+    result = certify_repo(scratch, tmp_path / "report", ("protocol",), "-k", "test_bad_input")
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    checks = [c for c in report["checks"] if "test_bad_input" in c["id"]]
+    assert checks and {c["verdict"] for c in checks} == {"not tested"}, result.stdout[-3000:]
+    assert {c["message"] for c in checks} == {"not tested, because nothing it can drive is served: yolo_misnamed not "
+                                              "served through the ONNX Runtime adapter (each one's cause is listed "
+                                              "once in the verdict)"}, result.stdout[-3000:]

@@ -52,6 +52,8 @@ INTEGERS = ("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UIN
 BASE64_NAME = re.compile(r"base64|b64", re.IGNORECASE)
 CLASS_NAME = re.compile(r"class|label|cls|categor", re.IGNORECASE)
 SCORE_NAME = re.compile(r"score|conf|prob", re.IGNORECASE)
+# TensorRT's YOLO_NMS_TRT plugin adds det_indices [K] beside EfficientNMS's four: the kept anchors' indices, no detections
+INDEX_NAME = re.compile(r"ind(ex|ices)", re.IGNORECASE)
 COUNT_NAME = re.compile(r"num|count|dets", re.IGNORECASE)
 
 # What a [layout.NAME] table may say: key -> what it is.
@@ -387,6 +389,8 @@ def _read_nms(outputs: tuple[Port, ...]) -> tuple[OutputLayout | None, str | Non
         scalar = all(d == 1 for d in lead)  # a count [1] fits a lead of -1: not a peer unless K is 1
         peers = [p for p in outputs if p is not box and _same(p.dims, lead) and p.datatype in FLOATS + INTEGERS
                  and (scalar or not all(d == 1 for d in p.dims))]
+        if len(peers) == 3:
+            peers = [p for p in peers if not (p.datatype in INTEGERS and INDEX_NAME.search(p.name))]
         if len(peers) != 2:
             continue
         ints = [p for p in peers if p.datatype in INTEGERS]

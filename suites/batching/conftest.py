@@ -193,11 +193,16 @@ class BatchingBench:
         return server.endpoints.grpc if protocol == "grpc" else server.endpoints.http
 
     def require_ready(self, model: str) -> None:
-        """A model this server cannot load (e.g. a backend the CPU process server lacks) is skipped."""
+        """A model this server cannot load (e.g. a backend the CPU process server lacks) is skipped: one known
+        not to be servable here (or refused by the ONNX Runtime adapter) under that known cause, never loaded
+        to learn it again as if the model were at fault."""
         import tritonclient.http as httpclient
 
         from tritonclient.utils import InferenceServerException
 
+        from harness.availability import skip_if_unavailable
+
+        skip_if_unavailable(self.pytestconfig, model)
         client = httpclient.InferenceServerClient(self.start().endpoints.http, network_timeout=300)
         try:
             if not client.is_model_ready(model) and self.server.controls_repository:

@@ -12,6 +12,7 @@ import pytest
 from harness.load import ClientSpec
 from harness.load.batching import (TWIN_SUFFIX, batch_profile, client_bound, config_verdicts, default_gain_min,
                                    judge_batches, judge_gain, load_concurrency, sweep_point)
+from harness.availability import adapter_refused, not_servable
 from harness.plugin import say
 from harness.load.benchjson import record, summary
 from harness.load.generator import search_latency_bound
@@ -192,9 +193,10 @@ def test_generator_fidelity(benchmark, bench):
         wrk_binary()
     except WrkUnavailable as error:
         optional_tool_missing(f"{error}: it only cross-checks this harness's own load generator")
+    blocked = {**not_servable(bench.pytestconfig), **adapter_refused(bench.pytestconfig)}  # not loadable here
     model = bench.option("--batching-fidelity-model") or next(
-        (m for m, c in bench.configs.items() if not m.endswith(TWIN_SUFFIX) and m != NULL_MODEL and not config_verdicts(c)),
-        None)
+        (m for m, c in bench.configs.items()
+         if not m.endswith(TWIN_SUFFIX) and m != NULL_MODEL and m not in blocked and not config_verdicts(c)), None)
     if model is None:
         pytest.skip("no batching model to compare on")
     concurrency = _concurrency(bench, model)
