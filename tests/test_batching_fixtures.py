@@ -64,10 +64,13 @@ def test_batched_repository_passes_and_lands_in_benchmark_json(pytester, tmp_pat
     # one instance executing batches of up to 8 (20 ms each) while the next fills: throughput stops rising at
     # 16 requests in flight (8/20 ms = 400/s at most); the sweep goes on doubling past it until two doublings
     # add nothing (issue 31 item 3; the latency budget is raised so the plateau rule decides). On a host busy
-    # with another test the rise is slower: a fresh-clone run beside two others saturated at 64 (373/s)
+    # with another test the rise is slower: a fresh-clone run beside two others saturated at 64 (373/s). The
+    # saturating point is the first within 5 % of the best, so the sweep ends one or two doublings past it
+    # (a fresh-clone CI run: saturated at 32 with 373/s, stopped at 64)
     capacity = benches["test_concurrency_sweep[detector]"]["extra_info"]["capacity"]
     assert capacity["stopped"] == "plateau" and capacity["saturating_concurrency"] in (16, 32, 64), (capacity, sweep)
-    assert sweep[-1]["concurrency"] >= 4 * capacity["saturating_concurrency"] and capacity["saturated_throughput"] <= 400, sweep
+    assert sweep[-1]["concurrency"] >= 2 * capacity["saturating_concurrency"] and capacity["saturated_throughput"] <= 400, sweep
+    assert sweep[-1]["throughput"] < 1.05 * sweep[-3]["throughput"], sweep  # the last two doublings added < 5 %
     assert capacity["knee"]["throughput"] >= 0.95 * capacity["saturated_throughput"], capacity
     poisson = benches["test_poisson_sweep[detector]"]["extra_info"]
     assert [p["fraction"] for p in poisson["poisson"]] == [0.5, 0.7, 0.9], poisson
