@@ -296,3 +296,4 @@ def _report(config: pytest.Config) -> None:
     if COLLECTOR in config.stash:
         config.stash[COLLECTOR].not_servable = dict(sorted(not_servable(config).items()))
         config.stash[COLLECTOR].adapter_served = dict(sorted(adapter_labels(config).items()))
+        config.stash[COLLECTOR].adapter_refused = dict(sorted(adapter_refused(config).items()))

@@ -80,6 +80,25 @@ def test_coverage_without_the_repositorys_list_never_counts_below_zero():
     assert not listed.certified and listed.nothing_tested and "(tested 0 of 1 models)" in listed.line()
 
 
+def test_models_the_adapter_refused_count_as_not_tested_in_the_coverage():
+    """Issue #32: an onnxruntime_onnx model the ONNX Runtime adapter refused (Triton's backend would) is a model not
+    tested: a run where it was the only one says "no model of the repository was tested (tested 0 of 1)", naming
+    it and why, not only its checks' count; one beside a tested model reads "tested 1 of 2"."""
+    why = "not tested: Triton's onnxruntime backend would refuse it: [bindings] input 'image' is not an input"
+    refused = {"id": "suites/protocol/test_x.py::test_a[yolo_onnx]", "suite": "protocol", "verdict": "not tested",
+               "message": why, "values": {}, "model": "yolo_onnx"}
+    report = {"checks": [refused], "repository_models": ["yolo_onnx"], "adapter_refused": {"yolo_onnx": why}}
+    profile = {"required": ["suites/protocol/*"], "accept_partial": True}
+    alone = gate.judge(report, profile)
+    assert not alone.certified and alone.nothing_tested, alone.line()
+    assert ("no model of the repository was tested (tested 0 of 1 models); not tested: yolo_onnx (Triton's "
+            "onnxruntime backend would refuse it: [bindings] input 'image' is not an input)") in alone.line(), alone.line()
+    passed = {"id": "suites/protocol/test_x.py::test_a[yolo_raw]", "suite": "protocol", "verdict": "passed",
+              "message": "", "values": {}, "model": "yolo_raw"}
+    beside = gate.judge({**report, "checks": [refused, passed], "repository_models": ["yolo_onnx", "yolo_raw"]}, profile)
+    assert not beside.certified and beside.coverage == "tested 1 of 2 models", beside.line()
+
+
 def test_missing_optional_tool_is_listed_and_does_not_block(pytester, tmp_path):
     """A required check that needs an absent optional tool (wrk) is "not tested here", with how to install
     it, and the run is still certified (issue #22 item 8)."""

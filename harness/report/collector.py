@@ -78,6 +78,8 @@ class ReportCollector:
         self.served: set[str] | None = None  # models of the repository that server served (None: not started)
         # model -> "served through the ONNX Runtime adapter; ..." (harness.availability.adapter_labels)
         self.adapter_served: dict[str, str] = {}
+        # model -> why the adapter did not serve it (Triton's onnxruntime backend would refuse it): not tested
+        self.adapter_refused: dict[str, str] = {}
 
     def add_environment(self, **values) -> None:
         self.environment.update({k: v for k, v in values.items() if v is not None})
@@ -205,6 +207,7 @@ class ReportCollector:
                 "artifacts": dict(self.artifacts),
                 "not_servable_here": dict(self.not_servable),
                 "adapter_served": dict(self.adapter_served),
+                "adapter_refused": dict(self.adapter_refused),
                 "declared_skip": list(self.declared_skip),
                 "repository_models": list(self.repository_models),
                 "models": by_model(self.checks.values()),

@@ -47,12 +47,16 @@ class Verdict:
     # model -> how it was served where the server lacks its backend (report.json "adapter_served":
     # harness.adapters): its checks judge the model's own file, not that backend
     adapter_served: dict[str, str] = field(default_factory=dict)
+    # model -> why the ONNX Runtime adapter did not serve it (report.json "adapter_refused"): not tested, and
+    # counted so in the coverage, though its checks block on their own
+    unserved: dict[str, str] = field(default_factory=dict)
     # passing required checks that read a part they did not judge (report.json "not_tested_parts": masks)
     parts_not_tested: list[dict] = field(default_factory=list)
 
     @property
     def not_tested_models(self) -> dict[str, str]:
-        return {m: r for m, r in self.not_servable.items() if m in self.repository_models or not self.repository_models}
+        return {m: r for m, r in {**self.not_servable, **self.unserved}.items()
+                if m in self.repository_models or not self.repository_models}
 
     @property
     def nothing_tested(self) -> bool:
@@ -116,7 +120,8 @@ class Verdict:
         if self.incomplete:
             what_ran = ", ".join(f"{n} {verdict}" for verdict, n in self.ran.items()) or "nothing"
             return f"INCOMPLETE: {self.incomplete}; not certified. What ran: {what_ran}"
-        not_tested = "; not tested: " + "; ".join(self._not_servable_names())
+        not_tested = "; not tested: " + "; ".join(self._not_servable_names() + [
+            f"{model} ({_one_line(why.removeprefix('not tested: '))})" for model, why in self.unserved.items()])
         if self.partial:
             return f"PARTIAL: {self.coverage}{not_tested}" + (" (--strict)" if self.strict and self.accept_partial else "")
         if self.certified and self.not_tested_models:
@@ -214,6 +219,7 @@ def judge(report: dict | Path, profile: dict, strict: bool | None = None) -> Ver
         repository_models=[m for m in report.get("repository_models", []) if m not in skipped],
         by_design=by_design, accept_partial=bool(profile.get("accept_partial", False)),
         adapter_served={m: r for m, r in report.get("adapter_served", {}).items() if m not in skipped},
+        unserved={m: r for m, r in report.get("adapter_refused", {}).items() if m not in skipped},
         parts_not_tested=[{**c, "message": part} for c in required if c["verdict"] == "passed"
                           for part in c.get("not_tested_parts", [])])
 
