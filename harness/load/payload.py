@@ -38,7 +38,7 @@ class Payload:
         return sum(t.array.nbytes if t.datatype != "BYTES" else sum(len(b) for b in t.array.flat) for t in self.tensors)
 
 
-ENCODED_SIZE = (480, 640)  # (h, w) of encoded_image()'s default
+ENCODED_SIZE = (480, 640)  # (h, w) of encoded_image()'s image
 
 
 def _extra_values(config: ModelConfig, layout, sizer) -> dict[str, np.ndarray]:
@@ -49,7 +49,7 @@ def _extra_values(config: ModelConfig, layout, sizer) -> dict[str, np.ndarray]:
     from harness.vision.served import DEFAULT_IMGSZ, model_imgsz
 
     imgsz = model_imgsz(config, {}) or DEFAULT_IMGSZ
-    source = ENCODED_SIZE
+    source = ENCODED_SIZE  # the size encoded_image() draws
     if layout.input.kind in (PIXELS, TENSOR):
         dims = [d for d in layout.input.port.dims]
         if min(dims) < 0 and sizer is not None and config.name in sizer.configs:
@@ -58,7 +58,7 @@ def _extra_values(config: ModelConfig, layout, sizer) -> dict[str, np.ndarray]:
     return layout.extra_values(source, imgsz)
 
 
-def encoded_image(width: int = 640, height: int = 480, seed: int = 0) -> bytes:
+def encoded_image(width: int = ENCODED_SIZE[1], height: int = ENCODED_SIZE[0], seed: int = 0) -> bytes:
     """A JPEG with structure (gradients and blocks), for TYPE_STRING image inputs."""
     import cv2
 
