@@ -21,7 +21,7 @@ from tests.conftest import load_module
 SUITE = PROJECT_ROOT / "suites" / "operations"
 FIXTURES = PROJECT_ROOT / "fixtures" / "operations"
 THIRD_PARTY = PROJECT_ROOT / "fixtures" / "third_party"
-BUDGET = "--memory-budget=2GiB"  # the reference holds ~1.3 GiB on the CPU build once each model ran a batch, the fixture ~2.8 GiB
+BUDGET = "--memory-budget=2GiB"  # the reference holds ~1.5 GiB on the CPU build once each model ran a batch, the fixture ~2.8 GiB
 
 
 def run_suite(*args: str) -> subprocess.CompletedProcess:
@@ -30,6 +30,7 @@ def run_suite(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.server
+@pytest.mark.alone  # co-tenancy's p99 ratio measures the whole host
 def test_reference_passes_with_its_stage_breakdown(tmp_path):
     result = run_suite(BUDGET, "--device=cpu", "--report-dir", str(tmp_path))
     assert result.returncode == 0, result.stdout[-4000:]

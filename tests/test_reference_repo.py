@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from google.protobuf import text_format
+from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
 from harness.reference import build as reference_build
@@ -132,6 +132,17 @@ def test_torch_compile_parameter_is_checked_against_the_engine_modes(tmp_path):
     params = {"runtime": "torch", "model_file": "model.onnx", "torch_compile": "reduce-overhead"}
     with pytest.raises(serving.ConfigParameterError, match="'torch_compile'='reduce-overhead' is not one of"):
         serving.open_model_engine(args, params)
+
+
+def test_cpu_arena_parameter_reaches_the_session_and_a_bad_value_is_refused(cpu_repository):
+    args = {"model_repository": str(cpu_repository / "yolo_raw"), "model_version": "1", "model_instance_kind": "CPU"}
+    params = serving.parameters(json_format.MessageToDict(read_config(cpu_repository / "yolo_raw"),
+                                                          preserving_proto_field_name=True))
+    assert params["enable_cpu_mem_arena"] == "false"  # the reference stub's memory must not depend on its traffic
+    engine = serving.open_model_engine(args, params)
+    assert engine.session.get_session_options().enable_cpu_mem_arena is False
+    with pytest.raises(serving.ConfigParameterError, match="'enable_cpu_mem_arena'='off' is not 'true' or 'false'"):
+        serving.open_model_engine(args, {**params, "enable_cpu_mem_arena": "off"})
 
 
 def test_letterbox_geometry_survives_the_ensemble_tensor():
