@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from harness import paths
-from harness.session import COLLECTOR, manifest_for, source_repository
+from harness.session import coverage, manifest_for, source_repository
 from harness.verdicts import NOT_SERVABLE_HERE, not_servable_here
 
 _NEEDS = pytest.StashKey[dict]()
-_ADAPTER = pytest.StashKey[tuple]()  # (the adapter's Plan, model -> why not tested, model -> its label)
+_ADAPTER = pytest.StashKey["Plan"]()  # the adapter's Plan; what it means for each model is in the coverage record
 _LOAD_FAILURES = pytest.StashKey[dict]()  # model -> (reason, the host's: True | the model's own: False)
 NGC_IMAGE = "nvcr.io/nvidia/tritonserver:<yy.mm>-py3"
 
@@ -56,7 +56,7 @@ def host_needs(config: pytest.Config) -> dict[str, str]:
             if repository is not None else {}
         manifest = manifest_for(config) if repository is not None else None
         config.stash[_NEEDS] = {m: n for m, n in needs.items() if manifest is None or not manifest.skipped(m)}
-        _report(config)
+        _record(config)
     return config.stash[_NEEDS]
 
 
@@ -75,8 +75,11 @@ def adapter_plan(config: pytest.Config):
                 found = plan(source_repository(config), server_facts(config)[0], named)
             except Exception:  # the reference cannot be built here: the suites say so themselves
                 pass
-        config.stash[_ADAPTER] = (found, *_adapter_verdicts(config, found))
-    return config.stash[_ADAPTER][0]
+        refused, labels = _adapter_verdicts(config, found)
+        config.stash[_ADAPTER] = found
+        record = coverage(config)
+        record.adapter_refused, record.adapter_served = dict(sorted(refused.items())), dict(sorted(labels.items()))
+    return config.stash[_ADAPTER]
 
 
 def _adapter_verdicts(config: pytest.Config, found) -> tuple[dict[str, str], dict[str, str]]:
@@ -109,13 +112,13 @@ def onnx_for(config: pytest.Config) -> dict[str, Path]:
 def adapter_refused(config: pytest.Config) -> dict[str, str]:
     """Model -> why its checks are not tested: Triton's onnxruntime backend would refuse it (or a step)."""
     adapter_plan(config)
-    return config.stash[_ADAPTER][1]
+    return coverage(config).adapter_refused
 
 
 def adapter_labels(config: pytest.Config) -> dict[str, str]:
     """Model -> what every check of it says: served through the adapter (itself or a step of it)."""
     adapter_plan(config)
-    return config.stash[_ADAPTER][2]
+    return coverage(config).adapter_served
 
 
 def way_out(needs: str) -> str:
@@ -133,9 +136,8 @@ def reason(model: str, needs: str) -> str:
 def not_servable(config: pytest.Config) -> dict[str, str]:
     """Model -> why this host cannot serve it, with the way out: from its config (host_needs) or from its
     load failing for the host's environment (record_load_failures)."""
-    reasons = {model: reason(model, needs) for model, needs in host_needs(config).items()}
-    reasons.update({model: why for model, (why, host) in load_failures(config).items() if host})
-    return reasons
+    host_needs(config)
+    return coverage(config).not_servable
 
 
 def load_failures(config: pytest.Config) -> dict[str, tuple[str, bool]]:
@@ -163,7 +165,7 @@ def record_load_failures(config: pytest.Config, repository: Path, errors: dict[s
         if cause is None and host_steps:
             cause = f"{model} needs its step {host_steps[0]!r}, which cannot load here: {failures[host_steps[0]][0]}"
         failures[model] = (cause, True) if cause else (_first_line(errors[model]), False)
-    _report(config)
+    _record(config)
 
 
 def _steps(model_dir: Path) -> list[str]:
@@ -292,8 +294,9 @@ def mark_unservable(config: pytest.Config, items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason=refused[model]))
 
 
-def _report(config: pytest.Config) -> None:
-    if COLLECTOR in config.stash:
-        config.stash[COLLECTOR].not_servable = dict(sorted(not_servable(config).items()))
-        config.stash[COLLECTOR].adapter_served = dict(sorted(adapter_labels(config).items()))
-        config.stash[COLLECTOR].adapter_refused = dict(sorted(adapter_refused(config).items()))
+def _record(config: pytest.Config) -> None:
+    """The models this host cannot serve, as known now (host_needs, load failures), into the run's one coverage
+    record (harness.session.Coverage), which these functions, the report and the verdict all read."""
+    reasons = {model: reason(model, needs) for model, needs in config.stash.get(_NEEDS, {}).items()}
+    reasons.update({model: why for model, (why, host) in load_failures(config).items() if host})
+    coverage(config).not_servable = dict(sorted(reasons.items()))

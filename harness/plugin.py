@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.servers import cleanup
-from harness.session import COLLECTOR, manifest_for, source_repository
+from harness.session import COLLECTOR, coverage, manifest_for, source_repository
 
 GROUP = "yolo-triton-suite"
 
@@ -97,7 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from harness.report import gate, html  # noqa: F401  (now: an interrupted run has no time to import at its end)
         from harness.report.collector import ReportCollector
 
-        collector = ReportCollector(report_dir)
+        collector = ReportCollector(report_dir, coverage(config))
         config.stash[COLLECTOR] = collector
         config.pluginmanager.register(collector, "yts-report")
         config.stash[_DEADLINE_REPORT] = lambda: _deadline_report(config)
@@ -393,12 +393,12 @@ def triton_server(pytestconfig: pytest.Config, repository: Path):
     # their checks are "not tested on this host" (harness.availability).
     server = start_server(pytestconfig, repository, load_models=loadable_models(repository, *server_facts(pytestconfig)))
     _describe_server(pytestconfig, server)
-    if COLLECTOR in pytestconfig.stash:  # whether its checks of the whole server are about the repository at all
-        from harness.checks import list_models
-        from harness.servers import wait
+    from harness.checks import list_models
+    from harness.servers import wait
 
-        pytestconfig.stash[COLLECTOR].served = {e["name"] for e in wait.repository_index(server.endpoints.http_url)
-                                                if e.get("state") == "READY"} & set(list_models(repository))
+    # whether its checks of the whole server are about the repository at all
+    coverage(pytestconfig).served = {e["name"] for e in wait.repository_index(server.endpoints.http_url)
+                                     if e.get("state") == "READY"} & set(list_models(repository))
     from harness.protocol.untrusted import warn_if_host_executes
 
     notice = warn_if_host_executes(server)

@@ -4,11 +4,33 @@ so that those never import the plugin back (they did, in a circle: plugin -> ava
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 COLLECTOR = pytest.StashKey["ReportCollector"]()
+_COVERAGE = pytest.StashKey["Coverage"]()
+
+
+@dataclass
+class Coverage:
+    """What the run served, which model each check is about, and why a model was not tested: one record, filled
+    where each fact is learnt (harness.availability as it decides, the plugin's server as it starts, the report
+    collector at collection) and written whole into report.json, which the verdict (harness.report.gate) reads."""
+
+    repository_models: list[str] = field(default_factory=list)  # every model of the repository (coverage's B)
+    declared_skip: list[str] = field(default_factory=list)  # models the manifest declares `skip`
+    models: dict[str, str] = field(default_factory=dict)  # test id -> the model it is about
+    uses_server: set[str] = field(default_factory=set)  # checks of the whole server (triton_server, no model)
+    served: set[str] | None = None  # models of the repository the server served (None: none started)
+    not_servable: dict[str, str] = field(default_factory=dict)  # model -> why this host cannot serve it, way out
+    adapter_served: dict[str, str] = field(default_factory=dict)  # model -> "served through the ONNX Runtime adapter; ..."
+    adapter_refused: dict[str, str] = field(default_factory=dict)  # model -> why the adapter did not serve it
+
+
+def coverage(config: pytest.Config) -> Coverage:
+    return config.stash.setdefault(_COVERAGE, Coverage())
 _MANIFEST = pytest.StashKey["Manifest"]()
 _SOURCE = pytest.StashKey[Path]()
 

@@ -322,3 +322,24 @@ def test_availability_and_the_collector_never_import_the_plugin_back():
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         assert "harness.plugin" not in imported, module
         assert "harness.session" in imported, module
+
+
+def test_what_availability_decides_is_the_one_record_the_report_writes(tmp_path):
+    """Issue #32 item 9: the models this host cannot serve are decided once, into the run's coverage record
+    (harness.session.Coverage); availability's own readers, the report collector and report.json (the verdict's
+    input) all read that record, not copies of it that could disagree."""
+    from harness.availability import _NEEDS, not_servable, record_load_failures
+    from harness.report.collector import ReportCollector
+    from harness.session import coverage
+
+    repository = FIXTURES / "host_limited"
+    config = type("Config", (), {"stash": pytest.Stash()})()
+    config.stash[_NEEDS] = host_needs(repository, {"python"}, frozenset(), adapted=frozenset({"yolo_onnx"}))
+    collector = ReportCollector(tmp_path, coverage(config))
+    record_load_failures(config, repository, {
+        "yolo_preprocess": "load failed: Internal: ModuleNotFoundError: No module named 'yolo_vendor_ops'"})
+    assert not_servable(config) is coverage(config).not_servable is collector.coverage.not_servable
+    assert set(not_servable(config)) == {"yolo_detector", "yolo_ensemble", "yolo_preprocess"}, not_servable(config)
+    written = json.loads(collector.write(complete=True).read_text())
+    assert written["not_servable_here"] == not_servable(config)
+    assert "needs module 'yolo_vendor_ops'" in written["not_servable_here"]["yolo_preprocess"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.session import manifest_for, source_repository
+from harness.session import Coverage, manifest_for, source_repository
 from harness.verdicts import NOT_APPLICABLE, NOT_SERVABLE_HERE, NOT_TESTED_HERE
 
 REPORT_NAME = "report.json"
@@ -57,7 +57,7 @@ def _suite(item_nodeid: str) -> str:
 class ReportCollector:
     """A pytest plugin object: one per run, registered by harness.plugin when --report-dir is given."""
 
-    def __init__(self, report_dir: Path):
+    def __init__(self, report_dir: Path, coverage: Coverage):
         self.report_dir = Path(report_dir)
         self.checks: dict[str, dict] = {}
         self.environment: dict = {}
@@ -69,17 +69,8 @@ class ReportCollector:
         self.interrupted: dict | None = None  # {"by": "SIGTERM", "during": nodeid or None}
         self._written = 0.0
         self._write_lock = threading.Lock()
-        self.models: dict[str, str] = {}  # test id -> the model it is about (harness.availability.model_of)
-        self.not_servable: dict[str, str] = {}  # model -> why this host cannot serve it, and the way out
         self.self_checks = HARNESS_SELF_CHECKS
-        self.declared_skip: list[str] = []
-        self.repository_models: list[str] = []  # every model of the repository under test (coverage's B)
-        self.uses_server: set[str] = set()  # checks of the whole server (the plugin's triton_server, no model)
-        self.served: set[str] | None = None  # models of the repository that server served (None: not started)
-        # model -> "served through the ONNX Runtime adapter; ..." (harness.availability.adapter_labels)
-        self.adapter_served: dict[str, str] = {}
-        # model -> why the adapter did not serve it (Triton's onnxruntime backend would refuse it): not tested
-        self.adapter_refused: dict[str, str] = {}
+        self.coverage = coverage  # what was served and why not: harness.session.Coverage, filled by the run
 
     def add_environment(self, **values) -> None:
         self.environment.update({k: v for k, v in values.items() if v is not None})
@@ -94,12 +85,12 @@ class ReportCollector:
             entry = self.checks[report.nodeid] = {
                 "id": _display_id(report.nodeid), "suite": _suite(report.nodeid), "verdict": "passed",
                 "duration_s": 0.0, "message": "", "values": {}}
-            if report.nodeid in self.models:
-                entry["model"] = self.models[report.nodeid]
+            if report.nodeid in self.coverage.models:
+                entry["model"] = self.coverage.models[report.nodeid]
             if any(fnmatch.fnmatch(report.nodeid, p) for p in self.self_checks):
                 entry["harness_self_check"] = True
             elif any(fnmatch.fnmatch(report.nodeid, p) for p in SERVER_CHECKS) or (
-                    report.nodeid in self.uses_server and self.served is not None and not self.served):
+                    report.nodeid in self.coverage.uses_server and self.coverage.served == set()):
                 entry["not_about_repository"] = True
         entry["duration_s"] += report.duration
         entry["values"].update({k: _plain(v) for k, v in report.user_properties})
@@ -121,7 +112,7 @@ class ReportCollector:
         elif report.failed:
             entry["verdict"] = "failed" if report.when == "call" else "error"
             entry["message"] = _headline(report)
-        label = self.adapter_served.get(entry.get("model")) or self._server_label(report.nodeid)
+        label = self.coverage.adapter_served.get(entry.get("model")) or self._server_label(report.nodeid)
         if label:  # every check of a model served through the adapter says so, its failures in their message
             entry["values"][SERVED_THROUGH] = label
             if entry["verdict"] in ("failed", "error", "not tested") and label not in entry["message"]:
@@ -141,16 +132,18 @@ class ReportCollector:
     def _server_label(self, nodeid: str) -> str | None:
         """A check of the whole server (no model parameter) while it serves models through the adapter:
         which, and how ("yolo_onnx: served through the ONNX Runtime adapter; ...")."""
-        through = sorted(set(self.served or ()) & set(self.adapter_served)) if nodeid in self.uses_server else []
-        return "; ".join(f"{model}: {self.adapter_served[model]}" for model in through) or None
+        record = self.coverage
+        through = sorted(set(record.served or ()) & set(record.adapter_served)) if nodeid in record.uses_server else []
+        return "; ".join(f"{model}: {record.adapter_served[model]}" for model in through) or None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
-        self.models = _models_of(session)
-        self.repository_models = _repository_models(session)
-        self.uses_server = {item.nodeid for item in session.items
-                            if "triton_server" in item.fixturenames and item.nodeid not in self.models}
-        self.declared_skip = _declared_skip(session)
+        record = self.coverage
+        record.models = _models_of(session)
+        record.repository_models = _repository_models(session)
+        record.uses_server = {item.nodeid for item in session.items
+                              if "triton_server" in item.fixturenames and item.nodeid not in record.models}
+        record.declared_skip = _declared_skip(session)
         if session.config.getoption("letterbox_impl", default=OWN_LETTERBOX) != OWN_LETTERBOX:
             # the local letterbox checks judge the user's implementation: theirs, not a self-check
             self.self_checks = tuple(p for p in HARNESS_SELF_CHECKS if p not in LOCAL_LETTERBOX)
@@ -205,11 +198,11 @@ class ReportCollector:
                 "environment": {"python": platform.python_version(), "platform": platform.platform(),
                                 **_library_versions(), **self.environment},
                 "artifacts": dict(self.artifacts),
-                "not_servable_here": dict(self.not_servable),
-                "adapter_served": dict(self.adapter_served),
-                "adapter_refused": dict(self.adapter_refused),
-                "declared_skip": list(self.declared_skip),
-                "repository_models": list(self.repository_models),
+                "not_servable_here": dict(self.coverage.not_servable),
+                "adapter_served": dict(self.coverage.adapter_served),
+                "adapter_refused": dict(self.coverage.adapter_refused),
+                "declared_skip": list(self.coverage.declared_skip),
+                "repository_models": list(self.coverage.repository_models),
                 "models": by_model(self.checks.values()),
                 "checks": [dict(c) for c in list(self.checks.values())],
             }
