@@ -3,7 +3,7 @@ batching verdicts from the statistics API, and wrk as the independent reference.
 
 from harness.load.clients import ClientSpec, LoadClient
 from harness.load.generator import LoadResult, LoadSettings, run_load, search_latency_bound, sweep
-from harness.load.payload import Payload, payload_from_config
+from harness.load.payload import Payload, RepositoryPayloads, payload_from_config
 
-__all__ = ["ClientSpec", "LoadClient", "LoadResult", "LoadSettings", "Payload", "payload_from_config",
+__all__ = ["ClientSpec", "LoadClient", "LoadResult", "LoadSettings", "Payload", "RepositoryPayloads", "payload_from_config",
            "run_load", "search_latency_bound", "sweep"]

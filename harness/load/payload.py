@@ -118,3 +118,19 @@ def payload_from_config(config: ModelConfig, batch: int = 1, shapes: dict[str, l
             array = rng.integers(0, 2 if datatype == "BOOL" else 100, shape).astype(_NUMPY[datatype])
         tensors.append(Tensor(spec.name, datatype, array))
     return Payload(config.name, tuple(tensors))
+
+
+class RepositoryPayloads:
+    """A good request for any model of a repository, as the checks that drive its models send it: sized over
+    the whole repository (ONNX graphs, ensemble steps) and carrying the inputs its owner declared in
+    [inputs.NAME] (`layouts`: model -> harness.repository.layouts.Layout, as the suites read them)."""
+
+    def __init__(self, repository, layouts: dict | None = None):
+        from harness.repository.sizing import Sizer, read_configs
+
+        self.configs = read_configs(repository)
+        self.sizer = Sizer(self.configs, repository)
+        self.layouts = layouts or {}
+
+    def __call__(self, model: str, batch: int = 1) -> Payload:
+        return payload_from_config(self.configs[model], batch=batch, sizer=self.sizer, layout=self.layouts.get(model))

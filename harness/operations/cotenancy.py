@@ -8,10 +8,8 @@ import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
-from harness.load import ClientSpec, LoadSettings, payload_from_config, run_load
-from harness.repository.sizing import Sizer, read_configs
+from harness.load import ClientSpec, LoadSettings, RepositoryPayloads, run_load
 
 PROBE = LoadSettings(concurrency=1, window_s=1.0, warmup_s=0.3, stability_count=1, max_windows=1)
 LIGHT_LOAD = 0.3  # the light stream keeps its model this busy: steady, never queued behind itself
@@ -61,12 +59,11 @@ class CoTenancy:
         return self.shared_p99_ms / self.solo_p99_ms
 
 
-def measure(grpc_url: str, repository: Path, heavy: str, light: str) -> CoTenancy:
+def measure(grpc_url: str, payloads: RepositoryPayloads, heavy: str, light: str) -> CoTenancy:
     """Light solo (a steady stream at 30 % of its capacity, MIN_SAMPLES requests at least), then the same while
     `heavy` runs a closed loop of 2 requests per instance: a few seconds each."""
-    configs = read_configs(repository)
-    sizer = Sizer(configs, repository)
-    spec = lambda name: ClientSpec("grpc", grpc_url, payload_from_config(configs[name], sizer=sizer))
+    configs = payloads.configs
+    spec = lambda name: ClientSpec("grpc", grpc_url, payloads(name))
     one = run_load(spec(light), PROBE).latency_ms["p50"] / 1000
     rate = min(20.0, LIGHT_LOAD * instances(configs[light]) / one)
     steady = LoadSettings(mode="constant", rate=rate, window_s=max(1.5, 3 * one, MIN_SAMPLES / 2 / rate),

@@ -190,22 +190,21 @@ def smallest_output(config) -> str:
     return min(config.output, key=lambda output: math.prod(abs(d) for d in output.dims)).name
 
 
-def survey(grpc_url: str, server_pid: int, repository: Path, models: list[str], warmup: int, requests: int,
-           budget_s: float) -> tuple[list[Growth], list[str]]:
+def survey(grpc_url: str, server_pid: int, repository: Path, payloads, models: list[str], warmup: int,
+           requests: int, budget_s: float) -> tuple[list[Growth], list[str]]:
     """Each of `models` probed for its cost per request, then measured cheapest first while its projected
     time (warm-up and requests) fits what is left of `budget_s`, with as many requests in flight as it has
-    instances, asking for its smallest output. Returns the measurements and a line per model (measured, or
-    why not)."""
-    from harness.load import ClientSpec, payload_from_config
+    instances, asking for its smallest output (`payloads`: harness.load.RepositoryPayloads). Returns the
+    measurements and a line per model (measured, or why not)."""
+    from harness.load import ClientSpec
     from harness.operations.cotenancy import instances
-    from harness.repository.sizing import RequestTooLarge, Sizer, read_configs
+    from harness.repository.sizing import RequestTooLarge
 
-    configs = read_configs(repository)
-    sizer = Sizer(configs, repository)
+    configs = payloads.configs
     specs, cost, notes = {}, {}, []
     for model in (m for m in models if m in configs):
         try:
-            payload = payload_from_config(configs[model], sizer=sizer)
+            payload = payloads(model)
             if configs[model].output:
                 payload = replace(payload, outputs=(smallest_output(configs[model]),))
             specs[model] = ClientSpec("grpc", grpc_url, payload)

@@ -59,19 +59,18 @@ def _model_of(cmdline: list[str], repository: Path) -> str:
     return "other processes"
 
 
-def run_each_at_max_batch(grpc_url: str, repository: Path, models: list[str]) -> list[str]:
-    """One request per model at its largest batch, so that what is measured is the working set: ONNX
-    Runtime's arenas, TensorRT's and the stubs' buffers grow on first use (the CPU reference's yolo_raw stub
-    holds ~130 MiB loaded, ~400 MiB once it ran a batch of 8). Returns a line per model that could not be run."""
+def run_each_at_max_batch(grpc_url: str, payloads, models: list[str]) -> list[str]:
+    """One request per model at its largest batch (`payloads`: harness.load.RepositoryPayloads), so that what
+    is measured is the working set: ONNX Runtime's arenas, TensorRT's and the stubs' buffers grow on first use
+    (the CPU reference's yolo_raw stub holds ~130 MiB loaded, ~300 MiB once it ran a batch of 8 without the
+    CPU arena). Returns a line per model that could not be run."""
     import grpc
     from tritonclient.grpc import service_pb2_grpc
 
-    from harness.load import payload_from_config
     from harness.load.clients import infer_request
-    from harness.repository.sizing import RequestTooLarge, Sizer, read_configs
+    from harness.repository.sizing import RequestTooLarge
 
-    configs = read_configs(repository)
-    sizer = Sizer(configs, repository)
+    configs = payloads.configs
     problems = []
     with grpc.insecure_channel(grpc_url, options=[("grpc.max_send_message_length", -1),
                                                   ("grpc.max_receive_message_length", -1)]) as channel:
@@ -79,7 +78,7 @@ def run_each_at_max_batch(grpc_url: str, repository: Path, models: list[str]) ->
         for model in (m for m in models if m in configs):  # a model without a config file: nothing to size
             batch = max(configs[model].max_batch_size, 1)
             try:
-                stub.ModelInfer(infer_request(payload_from_config(configs[model], batch=batch, sizer=sizer)), timeout=120)
+                stub.ModelInfer(infer_request(payloads(model, batch)), timeout=120)
             except RequestTooLarge as error:
                 problems.append(f"{model}: not run at batch {batch} ({error})")
             except grpc.RpcError as error:

@@ -35,6 +35,15 @@ def callable_models(pytestconfig, triton_server, repository, manifest):
 
 
 @pytest.fixture(scope="session")
+def payloads(repository, callable_models):
+    """The request each check sends a model: sized over the repository, with the inputs declared in
+    [inputs.NAME] (harness.repository.extra_inputs) carrying the sent image's values, as the other suites send."""
+    from harness.load import RepositoryPayloads
+
+    return RepositoryPayloads(repository, {view.name: view.layout for view in callable_models if view.layout is not None})
+
+
+@pytest.fixture(scope="session")
 def stage_breakdowns() -> list:
     return BREAKDOWNS
 

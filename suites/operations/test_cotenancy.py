@@ -8,12 +8,11 @@ from __future__ import annotations
 import pytest
 
 from harness.operations.cotenancy import instances, measure, protection
-from harness.repository.sizing import read_configs
 
 
-def test_light_model_keeps_its_latency_beside_a_saturated_one(pytestconfig, triton_server, repository,
-                                                              callable_models, operations_notes, record_property):
-    configs = read_configs(repository)
+def test_light_model_keeps_its_latency_beside_a_saturated_one(pytestconfig, triton_server, callable_models, payloads,
+                                                              operations_notes, record_property):
+    configs = payloads.configs
     models = sorted((v.name for v in callable_models if v.platform != "ensemble" and v.name in configs),
                     key=lambda name: (-instances(configs[name]), name))
     if len(models) < 2:
@@ -24,7 +23,7 @@ def test_light_model_keeps_its_latency_beside_a_saturated_one(pytestconfig, trit
         raise pytest.UsageError(f"--cotenancy-trials {most}: at least one trial is needed")
     trials = []
     while len(trials) < most and not any(t.ratio <= bound for t in trials):
-        trials.append(measure(triton_server.endpoints.grpc, repository, heavy, light))
+        trials.append(measure(triton_server.endpoints.grpc, payloads, heavy, light))
     result = min(trials, key=lambda t: t.ratio)
     settings = f"{heavy}: {'; '.join(protection(configs[heavy]))} | {light}: {'; '.join(protection(configs[light]))}"
     line = (f"co-tenancy: {light} p99 {result.solo_p99_ms:.0f} ms solo, {result.shared_p99_ms:.0f} ms while {heavy} "

@@ -15,7 +15,7 @@ CPU_REQUESTS, GPU_REQUESTS = 1000, 5000  # GPU memory moves in allocator blocks 
 WARMUP = 0.2  # of the measured requests, served first unsampled
 
 
-def test_memory_does_not_grow_per_request(pytestconfig, triton_server, repository, manifest, operations_notes,
+def test_memory_does_not_grow_per_request(pytestconfig, triton_server, repository, manifest, payloads, operations_notes,
                                           record_property):
     import tritonclient.http as httpclient
 
@@ -33,7 +33,7 @@ def test_memory_does_not_grow_per_request(pytestconfig, triton_server, repositor
         client.close()
     models = [m for m in ready if manifest.role(m) != "skip"
               and not pipeline_step_of(repository, m, manifest)]  # a step is driven through its ensemble
-    results, notes = survey(triton_server.endpoints.grpc, process.pid, repository, models, warmup, requests,
+    results, notes = survey(triton_server.endpoints.grpc, process.pid, repository, payloads, models, warmup, requests,
                             pytestconfig.getoption("--growth-budget"))
     operations_notes.extend(f"memory growth: {line}" for line in notes)
     record_property("memory_growth", {g.model: {f"{s.process} {s.kind}": {

@@ -14,10 +14,10 @@ GPU_SETTLE_S = 5.0  # Triton refreshes nv_gpu_memory_used_bytes every 2 s
 HOST_SETTLE_S = 1.5
 
 
-def test_memory_headroom_with_everything_loaded(pytestconfig, triton_server, repository, callable_models, operations_notes,
-                                               record_property):
+def test_memory_headroom_with_everything_loaded(pytestconfig, triton_server, repository, callable_models, payloads,
+                                               operations_notes, record_property):
     min_free = pytestconfig.getoption("--min-free-memory")
-    not_run = run_each_at_max_batch(triton_server.endpoints.grpc, repository, [v.name for v in callable_models])
+    not_run = run_each_at_max_batch(triton_server.endpoints.grpc, payloads, [v.name for v in callable_models])
     operations_notes.extend(f"memory: {line}" for line in not_run)
     metrics = triton_server.endpoints.metrics
     lines, short = gpu_problems(prometheus.scrape(metrics), min_free)
