@@ -71,10 +71,13 @@ def test_letterbox_transforms_are_the_harness_letterbox_of_that_image(repo):
 
 def test_the_operations_checks_requests_carry_the_declared_values(repo):
     """The requests the operations suite (memory, growth, co-tenancy) sends come from
-    harness.load.RepositoryPayloads: with the model's layout, the declared input holds the letterbox affine of
-    the encoded image sent, in every row of a batch; without it, arbitrary numbers, as before #32 item 6."""
+    harness.load.RepositoryPayloads, and `yts load --repo`'s read the repository's yts.toml: with the model's
+    layout, the declared input holds the letterbox affine of the encoded image sent, in every row of a batch;
+    without it, arbitrary numbers, as before #32 item 6."""
     from harness.load import RepositoryPayloads
+    from harness.load.cli import _payload
     from harness.load.payload import ENCODED_SIZE
+    from harness.repository.config import read_config
 
     expected = _layout(repo, "yolo_affine").extra_values(ENCODED_SIZE, IMGSZ)["affine"]
     declared = RepositoryPayloads(repo, {"yolo_affine": _layout(repo, "yolo_affine")})("yolo_affine", batch=2)
@@ -83,6 +86,8 @@ def test_the_operations_checks_requests_carry_the_declared_values(repo):
     np.testing.assert_allclose(affine, np.broadcast_to(expected, (2, 2, 3)))
     plain = RepositoryPayloads(repo)("yolo_affine", batch=2)
     assert not np.allclose(next(t.array for t in plain.tensors if t.name == "affine"), affine)
+    sent = next(t.array for t in _payload(read_config(repo / "yolo_affine"), repo).tensors if t.name == "affine")
+    np.testing.assert_allclose(sent, expected[None])
 
 
 def test_a_constant_takes_the_configs_data_type_and_shape(repo, tmp_path):

@@ -29,11 +29,16 @@ def _interrupt(signum, frame):
 
 
 def _payload(config, repository: Path | None):
+    """The model's request, sized over its repository; the inputs the repository's yts.toml declares for it
+    ([inputs.NAME]) hold the values of the image sent, as the suites send them."""
     from harness.load import payload_from_config
+    from harness.repository.layouts import read_layout
+    from harness.repository.manifest import load_manifest
     from harness.repository.sizing import Sizer, read_configs
 
     configs = {**(read_configs(repository) if repository else {}), config.name: config}
-    return payload_from_config(config, sizer=Sizer(configs, repository))
+    layout = read_layout(config, load_manifest(repository).layout(config.name), config.name) if repository else None
+    return payload_from_config(config, sizer=Sizer(configs, repository), layout=layout)
 
 
 def _cpus(text: str) -> set[int]:
@@ -201,6 +206,7 @@ def run(args) -> int:
         os.execv(command[0], command)  # this process becomes the worker: Ctrl-C and SIGTERM reach it directly
     from harness.load import ClientSpec
     from harness.load.locust_engine import describe_engine
+    from harness.repository.manifest import ManifestError
 
     previous = signal.signal(signal.SIGTERM, _interrupt)
     target = None
@@ -239,6 +245,9 @@ def run(args) -> int:
                 "results": [r.to_dict() for r in results]}, indent=1, default=float))
             print(f"[yts load] results: {out}")
         return 0 if all(r.errors == 0 for r in results) else 1
+    except ManifestError as error:
+        print(f"[yts load] {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("[yts load] interrupted: load processes and server stopped", file=sys.stderr)
         return 130
