@@ -51,9 +51,12 @@ def host_needs(config: pytest.Config) -> dict[str, str]:
             repository = source_repository(config)
         except Exception:  # the reference cannot be built here: the suites say so themselves
             repository = None
+        from harness.servers.choose import resolve_kind
+
         adapter = adapter_plan(config)
-        needs = needs_of(repository, *server_facts(config), adapted=frozenset(adapter.served) | set(adapter.refused)) \
-            if repository is not None else {}
+        local = resolve_kind(config.getoption("--triton")) == "process"
+        needs = needs_of(repository, *server_facts(config), adapted=frozenset(adapter.served) | set(adapter.refused),
+                         local=local) if repository is not None else {}
         manifest = manifest_for(config) if repository is not None else None
         config.stash[_NEEDS] = {m: n for m, n in needs.items() if manifest is None or not manifest.skipped(m)}
         _record(config)
@@ -122,11 +125,19 @@ def adapter_labels(config: pytest.Config) -> dict[str, str]:
 
 
 def way_out(needs: str) -> str:
+    from harness.environment import ENV_PATH, IMAGE
+
     if "GPU" in needs and "backend" in needs:
-        return f"run on a GPU host with --triton=container --triton-image {NGC_IMAGE}"
-    if "GPU" in needs:
-        return "run on a GPU host"
-    return f"run with --triton=container --triton-image {NGC_IMAGE}"
+        ways = [f"run on a GPU host with --triton=container --triton-image {NGC_IMAGE}"]
+    elif "GPU" in needs:
+        ways = ["run on a GPU host"]
+    elif ENV_PATH not in needs:
+        ways = [f"run with --triton=container --triton-image {NGC_IMAGE}"]
+    else:
+        ways = []
+    if ENV_PATH in needs:
+        ways.append(f"provide the {ENV_PATH} file there, or run with {IMAGE}")
+    return "; ".join(ways)
 
 
 def reason(model: str, needs: str) -> str:

@@ -56,6 +56,39 @@ def test_host_needs_are_facts_of_config_server_and_host(tmp_path):
     assert host_needs(repository, None, None) == {}
 
 
+def test_an_execution_env_path_this_host_lacks_is_named_with_every_other_need(tmp_path):
+    """A public repository's (gametwix/YOLO-TRITON-BASE64) Python steps run on a GPU from a conda-pack env at
+    /app/env.tar.gz, which its README mounts into the container: the verdict named the GPU only, and the env
+    file only once a load revealed it. For a server on this host, an absent EXECUTION_ENV_PATH is a need
+    read from the config, with its way out; one the repository ships under $$TRITON_MODEL_DIRECTORY and lacks
+    is its own fault (the config suite's), and a server in an image may have the file (not local)."""
+    from harness.availability import reason
+
+    repository = tmp_path / "models"
+    for name in ("yolo_detector", "yolo_ensemble", "yolo_preprocess"):
+        write_config(repository / name, read_config(FIXTURES / "host_limited" / name))
+    for name, path in (("yolo_detector", "/app/env.tar.gz"), ("yolo_preprocess", "$$TRITON_MODEL_DIRECTORY/env.tar.gz")):
+        config = read_config(repository / name)
+        config.parameters["EXECUTION_ENV_PATH"].string_value = path
+        write_config(repository / name, config)
+    needs = host_needs(repository, {"python"}, frozenset(), local=True)
+    assert needs == {
+        "yolo_detector": "a GPU and EXECUTION_ENV_PATH /app/env.tar.gz, which this host lacks",
+        "yolo_ensemble": "its step 'yolo_detector', which needs a GPU and EXECUTION_ENV_PATH /app/env.tar.gz, which "
+                         "this host lacks"}, needs
+    assert reason("yolo_detector", needs["yolo_detector"]).endswith(
+        "; run on a GPU host; provide the EXECUTION_ENV_PATH file there, or run with --triton=container "
+        "--triton-image IMAGE (an image that has it)")
+    assert host_needs(repository, {"python"}, frozenset({0}), local=True) == {
+        "yolo_detector": "EXECUTION_ENV_PATH /app/env.tar.gz, which this host lacks",
+        "yolo_ensemble": "its step 'yolo_detector', which needs EXECUTION_ENV_PATH /app/env.tar.gz, which this host "
+                         "lacks"}
+    assert reason("yolo_detector", "EXECUTION_ENV_PATH /app/env.tar.gz, which this host lacks") == (
+        "yolo_detector needs EXECUTION_ENV_PATH /app/env.tar.gz, which this host lacks; provide the EXECUTION_ENV_PATH "
+        "file there, or run with --triton=container --triton-image IMAGE (an image that has it)")
+    assert host_needs(repository, {"python"}, frozenset())["yolo_detector"] == "a GPU"  # a server elsewhere
+
+
 @on_a_gpu_host
 def test_host_limited_models_are_not_tested_once_each_and_certified_for_the_rest(tmp_path):
     """With --no-adapter: yolo_onnx is not served through the ONNX Runtime adapter (tests/test_onnx_adapter.py)."""

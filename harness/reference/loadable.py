@@ -70,12 +70,15 @@ def _gpus_wanted(config: ModelConfig) -> set[int] | None:
 
 
 def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int] | None | str = HOST,
-               adapted: frozenset[str] = frozenset()) -> dict[str, str]:
+               adapted: frozenset[str] = frozenset(), local: bool = False) -> dict[str, str]:
     """Model name -> what this host lacks to serve it ("a GPU", "the tensorrt backend", "its step 'x',
     which needs a GPU"), from its config alone. `backends` None: the server's are unknown; `gpus` None:
     the server's GPUs are unknown (a running server elsewhere), empty: none; default: this host's.
     `adapted`: models the harness serves through its Python backend on CPU (harness.adapters), which need
-    neither their own backend nor a GPU."""
+    neither their own backend nor a GPU. `local`: the server runs on this host, so an EXECUTION_ENV_PATH
+    this host lacks is a need too (harness.environment; in an image, the image may have it)."""
+    from harness.environment import absent_env_path, lacking_env_path
+
     configs, gpus = _configs(repository), _resolve(gpus)
     needs = {}
     for name, config in configs.items():
@@ -91,6 +94,9 @@ def host_needs(repository: Path, backends: set[str] | None, gpus: frozenset[int]
         backend = required_backend(config)
         if backends is not None and backend not in set(backends) | BUILT_IN:
             lacks.append(f"the {backend} backend (this server has {', '.join(sorted(backends))})")
+        absent = absent_env_path(Path(repository) / name) if local else None
+        if absent is not None:
+            lacks.append(lacking_env_path(absent))
         if lacks:
             needs[name] = " and ".join(lacks)
     through_ensembles(configs, needs, lambda blocked: f"its step {blocked[0]!r}, which needs {needs[blocked[0]]}")
