@@ -46,13 +46,12 @@ def host_needs(config: pytest.Config) -> dict[str, str]:
     are the manifest's business, not listed); computed once per run."""
     if _NEEDS not in config.stash:
         from harness.reference.loadable import host_needs as needs_of
+        from harness.servers.choose import resolve_kind
 
         try:
             repository = source_repository(config)
         except Exception:  # the reference cannot be built here: the suites say so themselves
             repository = None
-        from harness.servers.choose import resolve_kind
-
         adapter = adapter_plan(config)
         local = resolve_kind(config.getoption("--triton")) == "process"
         needs = needs_of(repository, *server_facts(config), adapted=frozenset(adapter.served) | set(adapter.refused),

@@ -357,15 +357,16 @@ def start_server(pytestconfig: pytest.Config, repository: Path, **overrides):
     that fail to load are recorded once (harness.availability.record_load_failures) and the server starts
     again without them, so the rest of the repository is still tested; a model known to fail is not
     loaded again."""
-    from harness.availability import load_failures, record_load_failures
+    from harness.availability import load_failures, not_servable, record_load_failures
     from harness.checks import list_models
     from harness.servers import create_server
     from harness.servers.base import ModelsFailedToLoad
 
     while True:
         load = overrides.get("load_models")
-        if load and load != ("*",):
-            overrides["load_models"] = tuple(m for m in load if m not in load_failures(pytestconfig))
+        if load and load != ("*",):  # nor one this host cannot serve (an EXECUTION_ENV_PATH it lacks, say)
+            overrides["load_models"] = tuple(m for m in load if m not in load_failures(pytestconfig)
+                                             and m not in not_servable(pytestconfig))
         server = create_server(
             pytestconfig.getoption("--triton"),
             server_settings(pytestconfig, repository, **overrides),
