@@ -126,15 +126,13 @@ def adapter_labels(config: pytest.Config) -> dict[str, str]:
 def way_out(needs: str) -> str:
     from harness.environment import ENV_PATH, IMAGE
 
-    if "GPU" in needs and "backend" in needs:
-        ways = [f"run on a GPU host with --triton=container --triton-image {NGC_IMAGE}"]
-    elif "GPU" in needs:
-        ways = ["run on a GPU host"]
-    elif ENV_PATH not in needs:
-        ways = [f"run with --triton=container --triton-image {NGC_IMAGE}"]
-    else:
-        ways = []
-    if ENV_PATH in needs:
+    gpu, backend, env_file = "GPU" in needs, "backend" in needs, ENV_PATH in needs
+    ways = []
+    if gpu:
+        ways.append("run on a GPU host" + (f" with --triton=container --triton-image {NGC_IMAGE}" if backend else ""))
+    elif backend or not env_file:
+        ways.append(f"run with --triton=container --triton-image {NGC_IMAGE}")
+    if env_file:
         ways.append(f"provide the {ENV_PATH} file there, or run with {IMAGE}")
     return "; ".join(ways)
 

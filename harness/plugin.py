@@ -365,8 +365,8 @@ def start_server(pytestconfig: pytest.Config, repository: Path, **overrides):
     while True:
         load = overrides.get("load_models")
         if load and load != ("*",):  # nor one this host cannot serve (an EXECUTION_ENV_PATH it lacks, say)
-            overrides["load_models"] = tuple(m for m in load if m not in load_failures(pytestconfig)
-                                             and m not in not_servable(pytestconfig))
+            left_out = set(load_failures(pytestconfig)) | set(not_servable(pytestconfig))
+            overrides["load_models"] = tuple(m for m in load if m not in left_out)
         server = create_server(
             pytestconfig.getoption("--triton"),
             server_settings(pytestconfig, repository, **overrides),
