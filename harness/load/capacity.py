@@ -7,8 +7,8 @@ The rule, from the points measured so far:
 - budget: p99 passed the latency budget (--latency-budget-ms);
 - ceiling: the next doubling would pass `max_concurrency`.
 The saturating concurrency is the first that reached within PLATEAU of the best throughput; the knee is
-the best throughput whose p99 stayed within the budget. When the busiest load process used most of a
-core, the next points get twice the processes (up to `max_processes`): the client must not be the wall."""
+the best throughput whose p99 stayed within the budget. When the busiest load process used half a core
+or more (BUSY_CLIENT), the next points get twice the processes (up to `max_processes`): the client must not be the wall."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 PLATEAU = 0.05
-BUSY_CLIENT = 0.8  # CPU seconds per wall second of the busiest load process
+# CPU seconds per wall second of the busiest load process from which it is the wall: a Python gRPC client is GIL-bound
+# well below one core. H100, yolo_e2e at 256 in flight: one process at 0.68 of a core measured 4,222 img/s, p99 174 ms;
+# 8 processes (benchmarks/probes/saturation.py, same call) 4,624 img/s, p99 104 ms (benchmarks/results, 2026-12-07).
+BUSY_CLIENT = 0.5
 
 
 @dataclass(frozen=True)
