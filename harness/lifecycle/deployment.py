@@ -99,8 +99,8 @@ class Deployment:
                                f"The end of its log:\n{last_words}")
         self._load(self.model, timeout_s)
         # Triton reloads the ensembles built on a model with it; one a test's version broke, and that is not READY
-        # now, is loaded again. A READY one is not: POST load of an ensemble reloads its unchanged steps too (their
-        # stubs; ~1.6 s a restore on the H100 build).
+        # now, is loaded again. A READY one is not: POST load of an ensemble may reload its steps too (their stubs
+        # restarted in one restore of an H100 run, ~1.6 s; once in a CPU run).
         for ensemble in self.dependents:
             if requests.get(f"{self.http_url}/v2/models/{ensemble}/ready", timeout=5).status_code != 200:
                 self._load(ensemble, timeout_s)
