@@ -19,28 +19,29 @@ IMAGE = "--triton=container --triton-image IMAGE (an image that has it)"
 def environment_cause(model_dir: Path, triton_reason: str) -> str | None:
     """The verdict's reason ("MODEL's model.py needs module 'x' ...; provide it with ...") when the load
     failure `triton_reason` is this host's environment's doing, else None (the model's own fault)."""
-    model = Path(model_dir).name
-    absent = absent_env_path(Path(model_dir))
-    if absent is not None:
-        return f"{model}'s config names {lacking_env_path(absent)}; provide it there, or run with {IMAGE}"
-    env_path = _env_path(Path(model_dir))
+    model_dir = Path(model_dir)
+    env_path = _env_path(model_dir)
+    if _host_lacks(env_path, model_dir):
+        return f"{model_dir.name}'s config names {lacking_env_path(env_path)}; provide it there, or run with {IMAGE}"
     missing = MISSING_MODULE.search(triton_reason or "")
     if missing is None:
         return None
     module = missing.group(1).split(".")[0]
     where = "the Python environment it names" if env_path is not None else "the server's Python"
-    return (f"{model}'s model.py needs module {module!r}, which {where} lacks; provide it with {ENV_PATH} "
+    return (f"{model_dir.name}'s model.py needs module {module!r}, which {where} lacks; provide it with {ENV_PATH} "
             f"or {IMAGE}")
 
 
 def absent_env_path(model_dir: Path) -> Path | None:
     """The EXECUTION_ENV_PATH the model's config names, where this host lacks it: for a server on this host,
-    the model cannot load here. One the repository ships under $$TRITON_MODEL_DIRECTORY and lacks is the
-    repository's fault, not the host's (None)."""
+    the model cannot load here."""
     env_path = _env_path(Path(model_dir))
-    if env_path is None or env_path.exists() or env_path.is_relative_to(model_dir):
-        return None
-    return env_path
+    return env_path if _host_lacks(env_path, Path(model_dir)) else None
+
+
+def _host_lacks(env_path: Path | None, model_dir: Path) -> bool:
+    """One the repository ships under $$TRITON_MODEL_DIRECTORY and lacks is the repository's fault, not the host's."""
+    return env_path is not None and not env_path.exists() and not env_path.is_relative_to(model_dir)
 
 
 def lacking_env_path(path: Path) -> str:
