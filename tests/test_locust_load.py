@@ -159,7 +159,10 @@ def test_no_locust_process_outlives_yts_load(server, signum):
         while len(nodes) < 3 and time.monotonic() < deadline and cli.poll() is None:
             nodes |= _locust_children(cli.pid)
             time.sleep(0.2)
-        assert len(nodes) == 3, f"expected a master and two workers under yts load; found {nodes}"
+        if len(nodes) < 3 and cli.poll() is not None:  # exited before its nodes were seen: say how, with what it printed
+            pytest.fail(f"yts load exited ({cli.returncode}) with {len(nodes)} Locust nodes seen:\n"
+                        f"{cli.stdout.read().decode(errors='replace')[-3000:]}")
+        assert len(nodes) == 3, f"expected a master and two workers under yts load within 60 s; found {nodes}"
         time.sleep(2)  # under load
         cli.send_signal(signum)
         cli.wait(timeout=15)
