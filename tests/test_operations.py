@@ -37,7 +37,7 @@ def test_reference_passes_with_its_stage_breakdown(tmp_path):
     for stage in ("decode", "letterbox", "inference", "nms", "coverage"):
         assert stage in row, row
     assert "host memory with everything loaded" in result.stdout and "of a 2.00 GiB budget (--memory-budget" in result.stdout
-    costs = next(line for line in result.stdout.splitlines() if "memory per model (unloaded alone, loaded again)" in line)
+    costs = next(line for line in result.stdout.splitlines() if "memory per model (unloaded one after another, then loaded again)" in line)
     assert all(model in costs for model in ("yolo_raw", "yolo_e2e", "yolo_preprocess", "yolo_postprocess")), costs
     assert "yolo_ensemble" not in costs, costs  # an ensemble holds no memory of its own
     assert re.search(r"memory growth: yolo_preprocess: 1,000 requests after 200 \(.*yolo_preprocess stub \(pid \d+\) RSS",
@@ -68,7 +68,7 @@ def test_too_many_instances_exceed_the_memory_budget():
     assert result.returncode == 1, result.stdout[-4000:]
     assert "over the budget 2.00 GiB (--memory-budget 2GiB)" in result.stdout, result.stdout[-4000:]
     assert "yolo_raw: 2." in result.stdout and "GiB in 12 stub process(es)" in result.stdout, result.stdout[-4000:]
-    assert "memory per model (unloaded alone, loaded again): yolo_raw 2." in result.stdout, result.stdout[-4000:]
+    assert "memory per model (unloaded one after another, then loaded again): yolo_raw 2." in result.stdout, result.stdout[-4000:]
 
 
 @pytest.mark.server

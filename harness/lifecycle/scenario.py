@@ -33,11 +33,12 @@ class Outcome:
 
 def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead_s: float = 1.0,
                   tail_s: float = 1.5, min_after: int = MIN_TAIL + 10, max_tail_s: float = 60.0) -> Outcome:
-    """The action comes once traffic flows (Traffic.wait_flowing) and `lead_s` has passed; traffic runs
-    `tail_s` after it returns, longer (up to `max_tail_s`) until `min_after` requests sent after the switch
-    came back (settled_after): a slow model's verdict needs as many answers as a fast one's, and no more. The version unversioned requests
-    reach is marked with when it was (re)loaded, and so is one the action brought READY, so that requests
-    failing right after a version reported READY are told apart from what the action did (checks.no_failures)."""
+    """The action comes once traffic flows (Traffic.wait_flowing), the ensembles' too, and `lead_s` has passed
+    since the model's traffic flowed; traffic runs `tail_s` after it returns, longer (up to `max_tail_s`) until
+    `min_after` requests sent after the switch came back (settled_after): a slow model's verdict needs as many
+    answers as a fast one's, and no more. The version unversioned requests reach is marked with when it was
+    (re)loaded, and so is one the action brought READY, so that requests failing right after a version reported
+    READY are told apart from what the action did (checks.no_failures)."""
     traffic = Traffic(deployment.grpc, deployment.model, deployment.inputs(), clients=clients)
     before = dict(deployment.note_ready())
     if before:
@@ -51,9 +52,10 @@ def under_traffic(deployment, action: Callable[[], Any], clients: int = 16, lead
         for other in dependents.values():
             running.enter_context(other)
         traffic.wait_flowing()
+        flowing = time.monotonic()
         for other in dependents.values():
             other.wait_for(min(FLOWING * clients, 10))
-        time.sleep(lead_s)
+        time.sleep(max(0.0, lead_s - (time.monotonic() - flowing)))  # waiting for the ensembles' traffic counts
         for other in (traffic, *dependents.values()):
             other.mark("load posted")
         result = action()

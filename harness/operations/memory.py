@@ -15,6 +15,7 @@ from typing import Callable
 import psutil
 
 from harness.metrics.prometheus import Snapshot
+from harness.servers import wait
 
 UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
@@ -143,31 +144,47 @@ def settled(used: Callable[[], float], settle_s: float, timeout_s: float = 30.0)
 
 
 def unload_costs(server, used: Callable[[], float], settle_s: float, timeout_s: float = 300.0) -> dict[str, int]:
-    """Each READY model's memory (ensembles hold none of their own) as the drop in `used` when it alone is
-    unloaded on `server` (a TritonServer in explicit model-control mode); it is loaded again before the next.
-    The delta counts whatever the backend holds (TensorRT's engine and contexts, ONNX Runtime's arena, a stub's
-    CUDA context and caching allocator), which no process attribution sees. A model that does not unload or
-    come back READY raises harness.servers.wait's error, naming it, with the server's load errors."""
+    """Each READY model's memory (ensembles hold none of their own) as the drop in `used` when it is unloaded on
+    `server` (a TritonServer in explicit model-control mode), the models unloaded one after another so that each
+    reading settles once; then every model that was READY is loaded again (at once) and checked READY. The
+    delta counts whatever the backend holds (TensorRT's engine and contexts, ONNX Runtime's arena, a stub's CUDA
+    context and caching allocator), which no process attribution sees; what a backend shares between its models
+    (an in-process backend's CUDA context) goes with the last of them. A model that does not unload or come back
+    READY raises harness.servers.wait's error, naming it, with the server's load errors."""
     import tritonclient.http as httpclient
-    from tritonclient.utils import InferenceServerException
-
-    from harness.servers import wait
 
     client = httpclient.InferenceServerClient(server.endpoints.http, network_timeout=timeout_s,
                                               connection_timeout=timeout_s)
     costs = {}
     try:
         ready = sorted({entry["name"] for entry in client.get_model_repository_index() if entry.get("state") == "READY"})
-        for model in (m for m in ready if client.get_model_config(m).get("platform") != "ensemble"):
-            loaded = settled(used, settle_s)
-            client.unload_model(model)
-            wait.ModelUnloaded(model, timeout=timeout_s).wait_for(server)
-            costs[model] = int(loaded - settled(used, settle_s))
-            try:
-                client.load_model(model)
-            except InferenceServerException:
-                pass  # ModelReady below fails naming the model and Triton's load error
-            wait.ModelReady(model, timeout=timeout_s).wait_for(server)
+        ensembles = {m for m in ready if client.get_model_config(m).get("platform") == "ensemble"}
+        try:
+            level = settled(used, settle_s)
+            for model in (m for m in ready if m not in ensembles):
+                client.unload_model(model)
+                wait.ModelUnloaded(model, timeout=timeout_s).wait_for(server)
+                now = settled(used, settle_s)
+                costs[model], level = int(level - now), now
+        finally:
+            _load_again(server, [m for m in ready if m not in ensembles], timeout_s)
+            _load_again(server, sorted(ensembles), timeout_s)  # Triton reloads most with their steps
     finally:
         client.close()
     return costs
+
+
+def _load_again(server, models: list[str], timeout_s: float) -> None:
+    """The models not READY now loaded, their load calls concurrent (Triton loads them side by side), then each
+    waited for: a failed load is named by wait.ModelReady with Triton's load error."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    url = server.endpoints.http_url
+    missing = [m for m in models if requests.get(f"{url}/v2/models/{m}/ready", timeout=5).status_code != 200]
+    with ThreadPoolExecutor(max(1, len(missing))) as pool:
+        list(pool.map(lambda m: requests.post(f"{url}/v2/repository/models/{m}/load", json={}, timeout=timeout_s),
+                      missing))
+    for model in missing:
+        wait.ModelReady(model, timeout=timeout_s).wait_for(server)

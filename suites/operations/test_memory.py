@@ -58,7 +58,7 @@ def model_costs(triton_server, operations_notes, record_property, settle_s, used
         return ""
     costs = unload_costs(triton_server, used, settle_s)
     record_property("memory_per_model", costs)
-    line = "memory per model (unloaded alone, loaded again): " + ", ".join(
+    line = "memory per model (unloaded one after another, then loaded again): " + ", ".join(
         f"{model} {human(cost)}" for model, cost in sorted(costs.items(), key=lambda kv: -kv[1]))
     operations_notes.append(line)
     return "\n" + line
