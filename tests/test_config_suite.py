@@ -8,17 +8,19 @@ import pytest
 
 # Imported before pytester snapshots sys.modules: an in-process run would otherwise import the
 # ModelConfig protobuf and onnx a second time, which protobuf's descriptor pool refuses (and onnx's
-# extension aborts the process on).
+# extension aborts the process on). So is the report's renderer: matplotlib imported twice fails (--report-dir).
 import harness.engines.onnx_signature  # noqa: F401
 import harness.checks.bindings  # noqa: F401
 import harness.checks.layout  # noqa: F401
 import harness.checks.live  # noqa: F401
 import harness.checks.schema  # noqa: F401
+import harness.report.html  # noqa: F401
 import tritonclient.grpc  # noqa: F401
 import tritonclient.http  # noqa: F401
 from harness.checks.bindings import compare_signature
 from harness.engines.signature import Profile, Signature, TensorSpec
 from harness.paths import FIXTURES, PROJECT_ROOT
+from harness.report import gate
 from harness.repository.config import parse_config
 
 SUITE = PROJECT_ROOT / "suites" / "config"
@@ -148,10 +150,16 @@ def test_broken_repository_fails_its_check_only(pytester, monkeypatch, fixture):
     for name, value in SERVING_HOST.get(fixture, {}).items():
         monkeypatch.setenv(name, value)
     serving_host.cache_clear()
-    recorder = run_suite(pytester, fixture, "-m", "not server")
+    report_dir = pytester.path / "report"
+    recorder = run_suite(pytester, fixture, "-m", "not server", "--report-dir", str(report_dir))
     failed = failures(recorder)
     assert set(failed) == {expected}, f"{fixture}: expected only {expected} to fail, failed: {sorted(failed)}\n{failed}"
     assert words in failed[expected], f"{fixture}: the message does not name the cause ({words!r}):\n{failed[expected]}"
+    # and the verdict `yts certify` gives on this report (the certified profile) names that check: not certified
+    # (the CLI itself is test_report's, on one of these fixtures)
+    verdict = gate.judge(report_dir / "report.json", gate.load_profile("certified"))
+    line = verdict.line()
+    assert not verdict.certified and f"FAILED suites/config/" in line and expected in line, line
 
 
 @pytest.mark.server
