@@ -43,7 +43,7 @@ def host_share(alone: bool):
     if RUN_ID is None:
         yield
         return
-    gate, share = (Path(tempfile.gettempdir()) / f"yts-tests-{RUN_ID}.{name}.lock" for name in ("gate", "share"))
+    gate, share = _lock_files()
     with ExitStack() as held:
         gate_file, share_file = (held.enter_context(open(path, "a")) for path in (gate, share))
         if alone:
@@ -54,6 +54,18 @@ def host_share(alone: bool):
             fcntl.flock(share_file, fcntl.LOCK_SH)
             fcntl.flock(gate_file, fcntl.LOCK_UN)
         yield
+
+
+def _lock_files() -> tuple[Path, Path]:
+    return tuple(Path(tempfile.gettempdir()) / f"yts-tests-{RUN_ID}.{name}.lock" for name in ("gate", "share"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A worker that is done removes the lock files: the other one, if still running, has nobody left to wait for
+    and opens new ones; the last leaves none behind in the temporary directory."""
+    if RUN_ID is not None:
+        for path in _lock_files():
+            path.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(wrapper=True)
