@@ -4,6 +4,8 @@ a message naming what was seen. Records from real servers are judged in tests/te
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from harness.lifecycle import checks
@@ -175,6 +177,47 @@ def test_a_server_that_died_is_replaced_and_the_test_is_told(tmp_path):
             deployment.restore()
         assert deployment.restarts == 1 and deployment.server.alive() and deployment.server_ready()
         assert deployment.ready_versions() == {"1"}
+    finally:
+        deployment.stop()
+
+
+@pytest.mark.server
+def test_restore_loads_again_only_what_a_test_changed(tmp_path):
+    """A model still serving its copied files keeps its stubs (a reload costs ~4 s a test on an H100): an added
+    version that never got READY is just removed. A changed config, or another version READY, is loaded again.
+    Triton's statistics start from zero for a version loaded again: that tells the two apart."""
+    import requests
+
+    from harness.lifecycle.deployment import Deployment
+    from harness.servers import ServerSettings, create_server
+
+    repository = write_scale_add(tmp_path / "models").parent
+    settings = ServerSettings(repository=repository, model_control="explicit", load_models=("scale_add",),
+                              startup_timeout=60)
+    deployment = Deployment(lambda: create_server("process", settings).start(), repository, "scale_add")
+    stats = f"{deployment.http_url}/v2/models/scale_add/versions/1/stats"
+
+    def infer_once() -> None:
+        body = {"inputs": [{"name": "X", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+        requests.post(f"{deployment.http_url}/v2/models/scale_add/infer", json=body, timeout=30).raise_for_status()
+
+    def count() -> int:
+        return requests.get(stats, timeout=10).json()["model_stats"][0]["inference_count"]
+
+    try:
+        shutil.copytree(deployment.model_dir / "1", deployment.model_dir / "2")
+        (deployment.model_dir / "2" / "model.py").write_text("raise RuntimeError('never loads')\n")
+        assert not deployment.driver().load().ok  # as test_broken_version does
+        infer_once()
+        served = count()
+        deployment.restore()
+        assert served >= 1 and count() == served and not (deployment.model_dir / "2").exists()
+        config = deployment.model_dir / "config.pbtxt"
+        config.write_text(config.read_text() + "\nversion_policy { specific { versions: [1] } }\n")
+        assert deployment.driver().load().ok
+        infer_once()
+        deployment.restore()
+        assert count() == 0 and deployment.ready_versions() == {"1"}  # loaded again, from the copy's config
     finally:
         deployment.stop()
 
