@@ -33,7 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="latest a request answered by the old version may be sent after the new one's load returned "
                          "(cut-over bound; default 5.0)")
     group.addoption("--lifecycle-cycles", type=int, default=12,
-                    help="unload/load stress cycles (default 12: the first third warms the pools up)")
+                    help="unload/load stress cycles (default 12: the first half warms the server up)")
     group.addoption("--lifecycle-stress-s", type=float, default=40.0,
                     help="time bound of the stress test; fewer cycles run when it is reached (default 40: 12 cycles "
                          "take ~30 s on 2 CPU cores; on an H100 a cycle of the GPU reference build takes ~4.7 s, its "

@@ -51,10 +51,10 @@ def test_unload_load_cycles_under_traffic(deployment, lifecycle_settings, report
     odd = [r for r in record.failed if not checks.TRANSIENT_ERRORS.search(r.error)]
     numbers = {"failed": len(odd), "cycles": cycles, "transient_errors": len(record.failed) - len(odd)}
     if None not in memory and len(memory) >= 4:
-        # the first third of the cycles warms up: the server's shared-memory pools grow to what the traffic
-        # needs (they never shrink) and stubs start (seen on 2 cores: tritonserver 319 -> 597 MB over
-        # cycles 2-8, flat after; 24 cycles flat)
-        start = max(2, len(memory) // 3)
+        # the first half of the cycles warms up: a fresh server's heap grows to what loads and traffic need
+        # (seen on 2 cores, resident less shared memory: 205 -> 365 MB over cycles 1-9, then 340-445 MB
+        # through cycle 60); the suite's earlier tests' loads have done part of that
+        start = max(2, len(memory) // 2)
         warm = [rss for rss, _ in memory[start:]]
         stubs = [count for _, count in memory[start:]]
         # requests in flight hold their input buffers in the server: RSS under traffic swings by that much
@@ -63,7 +63,7 @@ def test_unload_load_cycles_under_traffic(deployment, lifecycle_settings, report
         numbers.update(rss_first_mb=warm[0] / MB, rss_last_mb=warm[-1] / MB, rss_floor_growth_mb=growth,
                        stub_processes=f"{stubs[0]}->{stubs[-1]}")
         if growth > bound:
-            problems.append(f"server memory floor rose {growth:.1f} MB over {cycles - 1} unload/load cycles "
+            problems.append(f"server memory floor (resident, less shared memory) rose {growth:.1f} MB over {cycles - 1} unload/load cycles "
                             f"(samples {', '.join(f'{m / MB:.0f}' for m in warm)} MB; bound {s.rss_growth_mb:g} MB "
                             f"+ {in_flight:.0f} MB of requests in flight)")
         half = len(stubs) // 2  # most samples, not the floor: a sample may catch a stub starting or exiting
