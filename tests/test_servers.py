@@ -93,6 +93,23 @@ def test_broken_config_reports_tritons_load_error(tmp_path, breakage, reason):
     assert "did not become live" not in message  # Triton's reason, not a timeout
 
 
+def test_explicit_loads_side_by_side_and_a_refused_one_named(tmp_path):
+    """wait.load: every model READY after it returns; a load Triton refuses raises at once with Triton's reason."""
+    from harness.servers import wait
+
+    repository = tmp_path / "models"
+    write_scale_add(repository)
+    write_scale_add(repository, name="scale_add_2")
+    _invalid_output_dtype(repository)
+    settings = ServerSettings(repository=repository, model_control="explicit", load_models=(), startup_timeout=60)
+    with create_server("process", settings) as server:
+        wait.load(server, ["scale_add", "scale_add_2"], timeout=60)
+        index = wait.repository_index(server.endpoints.http_url)
+        assert {e["name"] for e in index if e.get("state") == "READY"} == {"scale_add", "scale_add_2"}, index
+        with pytest.raises(RuntimeError, match=r"Loading 'broken' failed: .*must specify 'data_type'"):
+            wait.load(server, ["broken"], timeout=60)
+
+
 def test_a_port_taken_before_triton_binds_it_is_not_answered_by_another_server(tiny_repository, monkeypatch):
     """The ports are chosen free, then Triton binds them seconds later; meanwhile another process can take one.
     Another Triton there answers the health checks for ours, which then exits "already in use": the harness

@@ -103,14 +103,14 @@ class Deployment:
             raise RuntimeError(f"the Triton server died during this test; a fresh one serves the next tests. "
                                f"The end of its log:\n{last_words}")
         if not as_copied:
-            self._load(self.model, timeout_s)
+            wait.load(self.server, [self.model], timeout_s)
             self.reloaded()
         # Triton reloads the ensembles built on a model with it; one a test's version broke, and that is not READY
         # now, is loaded again. A READY one is not: POST load of an ensemble may reload its steps too (their stubs
         # restarted in one restore of an H100 run, ~1.6 s; once in a CPU run).
-        for ensemble in self.dependents:
-            if requests.get(f"{self.http_url}/v2/models/{ensemble}/ready", timeout=5).status_code != 200:
-                self._load(ensemble, timeout_s)
+        wait.load(self.server, [e for e in self.dependents
+                                if requests.get(f"{self.http_url}/v2/models/{e}/ready", timeout=5).status_code != 200],
+                  timeout_s)
 
     def _serving_as_copied(self) -> bool:
         """The versions READY are the ones READY at the start, and the config and every file copied are
@@ -128,12 +128,6 @@ class Deployment:
                 if not (current.is_file() and filecmp.cmp(path, current, shallow=False)):
                     return False
         return True
-
-    def _load(self, model: str, timeout_s: float) -> None:
-        response = requests.post(f"{self.http_url}/v2/repository/models/{model}/load", json={}, timeout=timeout_s)
-        if not response.ok:
-            raise RuntimeError(f"restoring {model} failed: {response.text}")
-        wait.ModelReady(model, timeout=timeout_s).wait_for(self.server)
 
     def require_server_ready(self, settle_s: float = 5.0) -> None:
         """A server whose /v2/health/ready answers 200, for a test that judges it: Triton 2.5x keeps a

@@ -175,16 +175,9 @@ def unload_costs(server, used: Callable[[], float], settle_s: float, timeout_s: 
 
 
 def _load_again(server, models: list[str], timeout_s: float) -> None:
-    """The models not READY now loaded, their load calls concurrent (Triton loads them side by side), then each
-    waited for: a failed load is named by wait.ModelReady with Triton's load error."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """The models not READY now loaded side by side (wait.load)."""
     import requests
 
     url = server.endpoints.http_url
-    missing = [m for m in models if requests.get(f"{url}/v2/models/{m}/ready", timeout=5).status_code != 200]
-    with ThreadPoolExecutor(max(1, len(missing))) as pool:
-        list(pool.map(lambda m: requests.post(f"{url}/v2/repository/models/{m}/load", json={}, timeout=timeout_s),
-                      missing))
-    for model in missing:
-        wait.ModelReady(model, timeout=timeout_s).wait_for(server)
+    wait.load(server, [m for m in models if requests.get(f"{url}/v2/models/{m}/ready", timeout=5).status_code != 200],
+              timeout_s)

@@ -138,3 +138,21 @@ class ModelUnloaded(_Wait):
 
         if not self._poll(server, gone):
             raise _failure(server, f"Model {self.model!r} was still unloading {self.timeout:.0f} s after its unload call.")
+
+
+def load(server: TritonServer, models: list[str], timeout: float = 300.0) -> None:
+    """Explicit model control's load call for each model, side by side (Triton loads them in parallel), then each
+    waited for until READY. A refused load raises at once with Triton's answer and the server log's tail."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = server.endpoints.http_url
+
+    def post(model: str) -> requests.Response:
+        return requests.post(f"{url}/v2/repository/models/{model}/load", json={}, timeout=timeout)
+
+    with ThreadPoolExecutor(max(1, len(models))) as pool:
+        answers = list(pool.map(post, models))
+    for model, answer in zip(models, answers):
+        if not answer.ok:
+            raise _failure(server, f"Loading {model!r} failed: {answer.text.strip()}", error=RuntimeError)
+        ModelReady(model, timeout=timeout).wait_for(server)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import requests
 
 from harness.lifecycle import checks
 from harness.lifecycle.scenario import under_traffic
@@ -26,10 +25,7 @@ def _set_latest(deployment, num_versions: int) -> None:
         return
     config.version_policy.latest.num_versions = num_versions
     write_config(deployment.model_dir, config)
-    response = requests.post(f"{deployment.http_url}/v2/repository/models/{deployment.model}/load", json={},
-                             timeout=300)
-    assert response.ok, f"setting latest{{{num_versions}}} on {deployment.model} failed: {response.text}"
-    wait.ModelReady(deployment.model, timeout=300).wait_for(deployment.server)
+    wait.load(deployment.server, [deployment.model])
     deployment.reloaded()
 
 
