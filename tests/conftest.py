@@ -20,7 +20,7 @@ from harness.repository.writer import write_model
 pytest_plugins = ["pytester"]
 
 MODELS = Path(__file__).parent / "models"
-# pytest-xdist (`make test` runs two workers) marks each worker's environment; the pytest runs the tests
+# pytest-xdist (`make test` runs three workers) marks each worker's environment; the pytest runs the tests
 # start themselves (pytester, `yts certify`) would inherit it, take themselves for workers and, for one,
 # have pytest-benchmark refuse --benchmark-only. They are runs of their own: the marks go.
 XDIST_ENVIRONMENT = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
@@ -36,10 +36,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @contextmanager
 def host_share(alone: bool):
-    """A test marked `alone` runs with no test of the other worker beside it: a timing verdict (co-tenancy's p99
+    """A test marked `alone` runs with no test of another worker beside it: a timing verdict (co-tenancy's p99
     ratio) measures the whole 2-core host, and a CI run once saw 3.6x and 6.9x instead of ~2x with a neighbour
-    busy. Every other test holds a shared lock; `alone` takes the gate first, so the other worker starts nothing
-    new while it waits for the running test to end."""
+    busy. Every other test holds a shared lock; `alone` takes the gate first, so the other workers start nothing
+    new while it waits for the running tests to end."""
     if RUN_ID is None:
         yield
         return
