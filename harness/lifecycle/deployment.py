@@ -108,9 +108,7 @@ class Deployment:
         # Triton reloads the ensembles built on a model with it; one a test's version broke, and that is not READY
         # now, is loaded again. A READY one is not: POST load of an ensemble may reload its steps too (their stubs
         # restarted in one restore of an H100 run, ~1.6 s; once in a CPU run).
-        wait.load(self.server, [e for e in self.dependents
-                                if requests.get(f"{self.http_url}/v2/models/{e}/ready", timeout=5).status_code != 200],
-                  timeout_s)
+        wait.load(self.server, wait.not_ready(self.server, list(self.dependents)), timeout_s)
 
     def _serving_as_copied(self) -> bool:
         """The versions READY are the ones READY at the start, and the config and every file copied are

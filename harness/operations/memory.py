@@ -176,8 +176,4 @@ def unload_costs(server, used: Callable[[], float], settle_s: float, timeout_s: 
 
 def _load_again(server, models: list[str], timeout_s: float) -> None:
     """The models not READY now loaded side by side (wait.load)."""
-    import requests
-
-    url = server.endpoints.http_url
-    wait.load(server, [m for m in models if requests.get(f"{url}/v2/models/{m}/ready", timeout=5).status_code != 200],
-              timeout_s)
+    wait.load(server, wait.not_ready(server, models), timeout_s)

@@ -140,17 +140,25 @@ class ModelUnloaded(_Wait):
             raise _failure(server, f"Model {self.model!r} was still unloading {self.timeout:.0f} s after its unload call.")
 
 
+def not_ready(server: TritonServer, models: list[str]) -> list[str]:
+    """Those of `models` whose /v2/models/NAME/ready does not answer 200."""
+    url = server.endpoints.http_url
+    return [m for m in models if requests.get(f"{url}/v2/models/{m}/ready", timeout=5).status_code != 200]
+
+
 def load(server: TritonServer, models: list[str], timeout: float = 300.0) -> None:
     """Explicit model control's load call for each model, side by side (Triton loads them in parallel), then each
     waited for until READY. A refused load raises at once with Triton's answer and the server log's tail."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if not models:
+        return
     url = server.endpoints.http_url
 
     def post(model: str) -> requests.Response:
         return requests.post(f"{url}/v2/repository/models/{model}/load", json={}, timeout=timeout)
 
-    with ThreadPoolExecutor(max(1, len(models))) as pool:
+    with ThreadPoolExecutor(len(models)) as pool:
         answers = list(pool.map(post, models))
     for model, answer in zip(models, answers):
         if not answer.ok:

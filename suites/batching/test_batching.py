@@ -72,7 +72,8 @@ def test_batching_gain(benchmark, bench, model):
 
     pairs = []
     for r in range(GAIN_ROUNDS):
-        pairs.append((bench.measure(model, concurrency, repeat=r), bench.measure(model + TWIN_SUFFIX, concurrency, repeat=r)))
+        pairs.append((bench.measure(model, concurrency, repeat=r),
+                      bench.measure(model + TWIN_SUFFIX, concurrency, repeat=r)))
         (on, _), (off, _) = pairs[-1]
         if judge_gain(model, on.throughput, off.throughput, minimum) and bound_by_client(on, off):
             break

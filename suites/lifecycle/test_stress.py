@@ -63,7 +63,8 @@ def test_unload_load_cycles_under_traffic(deployment, lifecycle_settings, report
         numbers.update(rss_first_mb=warm[0] / MB, rss_last_mb=warm[-1] / MB, rss_floor_growth_mb=growth,
                        stub_processes=f"{stubs[0]}->{stubs[-1]}")
         if growth > bound:
-            problems.append(f"server memory floor (resident, less shared memory) rose {growth:.1f} MB over {cycles - 1} unload/load cycles "
+            problems.append(f"server memory floor (resident, less shared memory) rose {growth:.1f} MB over "
+                            f"{cycles - 1} unload/load cycles "
                             f"(samples {', '.join(f'{m / MB:.0f}' for m in warm)} MB; bound {s.rss_growth_mb:g} MB "
                             f"+ {in_flight:.0f} MB of requests in flight)")
         half = len(stubs) // 2  # most samples, not the floor: a sample may catch a stub starting or exiting
