@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
+from types import SimpleNamespace
 
 import pytest
 
 from harness.metrics.prometheus import parse
 from harness.operations.growth import Series, compute_apps
 from harness.operations.memory import parse_size
+from harness.operations import stages
 from harness.operations.stages import breakdown, stage_series, warm_up
 from harness.paths import PROJECT_ROOT
 from tests.conftest import load_module
@@ -126,10 +127,17 @@ def test_memory_sizes():
         parse_size("6 lots")
 
 
-def test_warm_up_goes_on_until_as_many_requests_in_a_row_are_warm_as_there_are_instances():
-    latencies = iter([0.08, 0.08, 0.005, 0.08, 0.005, 0.005, 0.005, 0.005, 0.005])  # a cold instance between warm ones
-    assert warm_up(lambda: time.sleep(next(latencies)), count=3) == 7
-    assert warm_up(lambda: time.sleep(0.2), count=100, cap_s=0.5) <= 3  # bounded in time, whatever the count
+def test_warm_up_goes_on_until_as_many_requests_in_a_row_are_warm_as_there_are_instances(monkeypatch):
+    """On a clock the requests advance (real sleeps of 5 ms took over 10 ms on a loaded 2-core host)."""
+    now = [0.0]
+    monkeypatch.setattr(stages, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    def taking(latencies):
+        latencies = iter(latencies)
+        return lambda: now.__setitem__(0, now[0] + next(latencies))
+
+    assert warm_up(taking([0.08, 0.08, 0.005, 0.08, 0.005, 0.005, 0.005]), count=3) == 7  # a cold one between warm
+    assert warm_up(taking([0.2] * 100), count=100, cap_s=0.5) == 3  # bounded in time, whatever the count
 
 
 def test_growth_is_the_slope_of_a_line_through_every_sample():
