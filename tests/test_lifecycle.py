@@ -112,3 +112,27 @@ def test_dependent_ensemble_driven_and_a_retired_pin_caught(pytester, lifecycle_
     result.assert_outcomes(failed=1)
     assert re.search(r"[1-9]\d* of \d+ requests failed by ensemble 'pinned_pipeline' \(it uses the model\) "
                      r"while version 2 was loaded", out), out[-3000:]
+
+
+@pytest.mark.parametrize("model", [None, FIXTURES / "lifecycle" / "stub_left_running" / "model.py"],
+                         ids=["scale_add", "stub_left_running"])
+def test_stress_counts_stubs_left_running_by_unloaded_versions(pytester, lifecycle_repo, model):
+    """The stress test's stub count, both ways: scale_add's stubs exit with their version; a model whose
+    non-daemon thread keeps its stub alive (fixtures/lifecycle/stub_left_running) leaves one more per cycle."""
+    import shutil
+
+    if model is not None:
+        shutil.copy(model, lifecycle_repo / "scale_add" / "1" / "model.py")
+    result = _run(pytester, lifecycle_repo, "test_unload_load_cycles_under_traffic", "--lifecycle-cycles=6")
+    out = result.stdout.str()
+    row = re.search(r"test_unload_load_cycles_under_traffic\s+(passed|failed)\s.*cycles=6.*stub_processes=(\d+)->(\d+)", out)
+    assert row, out[-3000:]
+    if model is None:
+        result.assert_outcomes(passed=1)
+        assert row.group(2) == row.group(3), row.group(0)
+    else:
+        result.assert_outcomes(failed=1)
+        assert int(row.group(3)) > int(row.group(2)), row.group(0)
+        assert re.search(r"stub processes rose over 5 unload/load cycles \(\[\d+(, \d+)+\]\): unloaded versions' stubs "
+                         r"were left running", out), out[-3000:]
+        assert not re.search(r"memory floor \(resident, less shared memory\) rose -?\d", out)  # one cause, told once

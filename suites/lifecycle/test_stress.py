@@ -70,7 +70,8 @@ def test_unload_load_cycles_under_traffic(deployment, lifecycle_settings, report
         half = len(stubs) // 2  # most samples, not the floor: a sample may catch a stub starting or exiting
         if statistics.mode(stubs[-half:]) > statistics.mode(stubs[:half]):
             problems.append(f"stub processes rose over {cycles - 1} unload/load cycles ({stubs}): unloaded "
-                            "versions' stubs were left running")
+                            "versions' stubs were left running (a stub that cannot exit holds its memory until the "
+                            "server stops: a non-daemon thread its model started and finalize() never stopped?)")
     else:
         numbers["rss"] = "not visible for this launcher"
     report(record, **numbers)
