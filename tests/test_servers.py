@@ -127,3 +127,15 @@ def test_a_port_taken_before_triton_binds_it_is_not_answered_by_another_server(t
             assert f"Started HTTPService at {server.endpoints.http}" in server.log_tail(400)
             client = httpclient.InferenceServerClient(server.endpoints.http)
             assert client.is_server_ready() and client.get_server_metadata()["name"] == "triton"
+
+
+def test_environment_reaches_the_server_process(tiny_repository):
+    """ServerSettings.environment (the lifecycle suite bounds glibc's malloc arenas with it) is in the
+    environment tritonserver runs with, beside what the launcher sets itself."""
+    from pathlib import Path
+
+    settings = ServerSettings(repository=tiny_repository, environment={"MALLOC_ARENA_MAX": "2"})
+    with create_server("process", settings) as server:
+        environ = dict(entry.split("=", 1) for entry in
+                       Path(f"/proc/{server.process.pid}/environ").read_text().split("\0") if "=" in entry)
+    assert environ["MALLOC_ARENA_MAX"] == "2" and "LD_LIBRARY_PATH" in environ

@@ -55,6 +55,7 @@ class ServerSettings:
     shm_size: int = 512 * 1024 * 1024
     gpus: bool = False
     extra_args: tuple[str, ...] = field(default=())
+    environment: dict[str, str] = field(default_factory=dict)  # more variables for the server and its stubs
 
     def triton_args(
         self, repository: str, http: int, grpc: int, metrics: int, address: str = "127.0.0.1"

@@ -41,6 +41,8 @@ class TritonContainer(DockerContainer):
             # with_bind_ports cannot bind to 127.0.0.1; a (host_ip, None) value can (PLATFORM.md).
             self.ports[f"{port}/tcp"] = ("127.0.0.1", None)
         self.with_volume_mapping(str(settings.repository), MOUNT_POINT, mode="ro")
+        for name, value in settings.environment.items():
+            self.with_env(name, value)
         self.with_command(["tritonserver", *settings.triton_args(MOUNT_POINT, HTTP, GRPC, METRICS, address="0.0.0.0")])
 
 

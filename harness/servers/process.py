@@ -52,7 +52,7 @@ class ProcessServer(TritonServer):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=self.files.environment(),
+                env={**self.files.environment(), **self.settings.environment},
                 preexec_fn=_die_with_parent,
                 start_new_session=True,
             )
