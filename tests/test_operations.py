@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from harness.metrics.prometheus import parse
+from harness.operations import stages
 from harness.operations.growth import Series, compute_apps
 from harness.operations.memory import parse_size
-from harness.operations import stages
 from harness.operations.stages import breakdown, stage_series, warm_up
 from harness.paths import PROJECT_ROOT
 from tests.conftest import load_module
