@@ -129,13 +129,17 @@ def test_a_port_taken_before_triton_binds_it_is_not_answered_by_another_server(t
             assert client.is_server_ready() and client.get_server_metadata()["name"] == "triton"
 
 
-def test_environment_reaches_the_server_process(tiny_repository):
+@pytest.mark.parametrize("kind", KINDS)
+def test_environment_reaches_the_server_process(tiny_repository, kind):
     """ServerSettings.environment (the lifecycle suite bounds glibc's malloc arenas with it) is in the
     environment tritonserver runs with, beside what the launcher sets itself."""
     from pathlib import Path
 
     settings = ServerSettings(repository=tiny_repository, environment={"MALLOC_ARENA_MAX": "2"})
-    with create_server("process", settings) as server:
-        environ = dict(entry.split("=", 1) for entry in
-                       Path(f"/proc/{server.process.pid}/environ").read_text().split("\0") if "=" in entry)
+    with create_server(kind, settings) as server:
+        if kind == "process":
+            entries = Path(f"/proc/{server.process.pid}/environ").read_text().split("\0")
+        else:
+            entries = server.container.get_wrapped_container().attrs["Config"]["Env"]
+    environ = dict(entry.split("=", 1) for entry in entries if "=" in entry)
     assert environ["MALLOC_ARENA_MAX"] == "2" and "LD_LIBRARY_PATH" in environ
