@@ -134,15 +134,20 @@ def test_torch_compile_parameter_is_checked_against_the_engine_modes(tmp_path):
         serving.open_model_engine(args, params)
 
 
-def test_cpu_arena_parameter_reaches_the_session_and_a_bad_value_is_refused(cpu_repository):
+def test_cpu_session_parameters_reach_the_session_and_a_bad_value_is_refused(cpu_repository):
     args = {"model_repository": str(cpu_repository / "yolo_raw"), "model_version": "1", "model_instance_kind": "CPU"}
     params = serving.parameters(json_format.MessageToDict(read_config(cpu_repository / "yolo_raw"),
                                                           preserving_proto_field_name=True))
     assert params["enable_cpu_mem_arena"] == "false"  # the reference stub's memory must not depend on its traffic
-    engine = serving.open_model_engine(args, params)
-    assert engine.session.get_session_options().enable_cpu_mem_arena is False
-    with pytest.raises(serving.ConfigParameterError, match="'enable_cpu_mem_arena'='off' is not 'true' or 'false'"):
-        serving.open_model_engine(args, {**params, "enable_cpu_mem_arena": "off"})
+    assert params["intra_op_spinning"] == "false"  # idle threads must not take the cores a co-tenant needs
+    options = serving.open_model_engine(args, params).session.get_session_options()
+    assert options.enable_cpu_mem_arena is False
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    spinning = serving.open_model_engine(args, {**params, "intra_op_spinning": "true"}).session.get_session_options()
+    assert spinning.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    for key in ("enable_cpu_mem_arena", "intra_op_spinning"):
+        with pytest.raises(serving.ConfigParameterError, match=f"'{key}'='off' is not 'true' or 'false'"):
+            serving.open_model_engine(args, {**params, key: "off"})
 
 
 def test_letterbox_geometry_survives_the_ensemble_tensor():

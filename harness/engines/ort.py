@@ -34,11 +34,14 @@ class OrtEngine:
         device: str = "cpu",
         intra_op_threads: int | None = None,
         cpu_mem_arena: bool = True,
+        spinning: bool = True,
         name: str | None = None,
     ):
         """`cpu_mem_arena=False` for a served model whose memory is measured: the arena extends in powers of two
         and never gives back, so the process would hold what the batch sizes it happened to see added up to
-        (a CPU reference stub measured 544 MiB after a quiet run, 751 MiB after a busy one)."""
+        (a CPU reference stub measured 544 MiB after a quiet run, 751 MiB after a busy one).
+        `spinning=False` for a model that shares the CPU with others: idle intra-op threads otherwise spin on the
+        cores the co-tenant needs."""
         self.path = Path(path)
         self.name = name or self.path.stem
         available = ort.get_available_providers()
@@ -53,6 +56,7 @@ class OrtEngine:
         if intra_op_threads:
             options.intra_op_num_threads = intra_op_threads
         options.enable_cpu_mem_arena = cpu_mem_arena
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         self.session = ort.InferenceSession(str(self.path), sess_options=options, providers=providers)
         self.device = device
         # ORT on x86 has no fp16 Conv kernel: an fp16 graph is computed in fp32 after casts (PLATFORM.md),

@@ -98,8 +98,10 @@ def _runtime(config: pb.ModelConfig, target: Target, graph_batches: list[int] | 
         if torch_compile:
             _params(config, torch_compile=torch_compile)
     else:
-        # no CPU arena: its power-of-two growth would make the stub's memory depend on the traffic it saw
-        _params(config, runtime="onnxruntime", intra_op_threads=2, enable_cpu_mem_arena="false", model_file="model.onnx")
+        # no CPU arena: its power-of-two growth would make the stub's memory depend on the traffic it saw; no
+        # spinning: idle intra-op threads would burn the cores a co-tenant model needs (suites/operations' co-tenancy)
+        _params(config, runtime="onnxruntime", intra_op_threads=2, enable_cpu_mem_arena="false",
+                intra_op_spinning="false", model_file="model.onnx")
 
 
 def _thresholds(config: pb.ModelConfig, target: Target) -> None:

@@ -39,6 +39,12 @@ def required(params: dict[str, str], key: str, kind=str):
         raise ConfigParameterError(f"config.pbtxt: parameter {key!r}={params[key]!r} is not a {kind.__name__}") from error
 
 
+def flag(params: dict[str, str], key: str) -> bool:
+    if params[key] not in ("true", "false"):
+        raise ConfigParameterError(f"config.pbtxt: parameter {key!r}={params[key]!r} is not 'true' or 'false'")
+    return params[key] == "true"
+
+
 def instance_device(args: dict) -> str:
     """"cpu" or "cuda:N" from the instance Triton is creating (KIND_GPU instances carry a device id)."""
     if args.get("model_instance_kind") == "GPU":
@@ -48,7 +54,7 @@ def instance_device(args: dict) -> str:
 
 def open_model_engine(args: dict, params: dict[str, str]):
     """The engine named by the config (`runtime`, `model_file`, `precision`, `torch_compile`, `intra_op_threads`,
-    `enable_cpu_mem_arena`), loaded from this version's folder onto this instance's device."""
+    `enable_cpu_mem_arena`, `intra_op_spinning`), loaded from this version's folder onto this instance's device."""
     from harness.engines import open_engine
 
     path = Path(args["model_repository"]) / args["model_version"] / required(params, "model_file")
@@ -59,11 +65,10 @@ def open_model_engine(args: dict, params: dict[str, str]):
     options: dict = {}
     if runtime == "onnxruntime" and params.get("intra_op_threads"):
         options["intra_op_threads"] = required(params, "intra_op_threads", int)
-    if runtime == "onnxruntime" and "enable_cpu_mem_arena" in params:
-        if params["enable_cpu_mem_arena"] not in ("true", "false"):
-            raise ConfigParameterError(f"config.pbtxt: parameter 'enable_cpu_mem_arena'="
-                                       f"{params['enable_cpu_mem_arena']!r} is not 'true' or 'false'")
-        options["cpu_mem_arena"] = params["enable_cpu_mem_arena"] == "true"
+    if runtime == "onnxruntime":
+        for key, option in (("enable_cpu_mem_arena", "cpu_mem_arena"), ("intra_op_spinning", "spinning")):
+            if key in params:
+                options[option] = flag(params, key)
     if runtime == "torch":
         options["precision"] = params.get("precision", "fp16")
         if params.get("torch_compile"):
