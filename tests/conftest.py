@@ -96,17 +96,21 @@ def tiny_repository(tmp_path_factory) -> Path:
     return repository
 
 
-@pytest.fixture(scope="session")
-def reference_repository() -> Path:
-    """The reference repository built for this machine (session scope: built before any pytester snapshot);
-    skips until the trained reference model is there."""
+def built_reference(*args, **kwargs) -> Path:
+    """harness.reference.build_reference_repository(*args, **kwargs); skips until the trained reference model is there."""
     from harness.reference.build import build_reference_repository, source_model
 
     try:
         source_model()
     except FileNotFoundError as error:
         pytest.skip(f"needs a detector that detects: {error}")
-    return build_reference_repository()
+    return build_reference_repository(*args, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def reference_repository() -> Path:
+    """The reference repository built for this machine (session scope: built before any pytester snapshot)."""
+    return built_reference()
 
 
 def run_suite_file(pytester: pytest.Pytester, path: Path, *args: str, timeout: float = 900) -> pytest.RunResult:
