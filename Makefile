@@ -18,10 +18,11 @@ venv: $(VENV)/.installed
 conformance: venv
 	$(VENV)/bin/pytest suites --durations=15 $(ARGS)
 
-# Three pytest-xdist workers on 2 cores, each test file on one (its module-scoped servers start once): the tests wait
-# on servers a third of the time (two workers: 17.4 CPU-min in 13.2 min of 2 cores); the 15 slowest printed.
+# Four pytest-xdist workers on 2 cores, each test file on one (its module-scoped servers start once): the tests wait
+# on servers much of the time, and a fourth worker fills it (three: 793.9 s, 1,264 CPU-s; four, after the operations
+# tests' 89 CPU-s were cut: 659.5 s, 1,175 CPU-s, 89 % of both cores; one machine, an hour apart); 15 slowest printed.
 test: venv
-	$(VENV)/bin/pytest tests -n 3 --dist loadfile --durations=15 $(ARGS)
+	$(VENV)/bin/pytest tests -n 4 --dist loadfile --durations=15 $(ARGS)
 
 clean:
 	rm -rf $(VENV) .cache

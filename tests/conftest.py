@@ -20,7 +20,7 @@ from harness.repository.writer import write_model
 pytest_plugins = ["pytester"]
 
 MODELS = Path(__file__).parent / "models"
-# pytest-xdist (`make test` runs three workers) marks each worker's environment; the pytest runs the tests
+# pytest-xdist (`make test` runs four workers) marks each worker's environment; the pytest runs the tests
 # start themselves (pytester, `yts certify`) would inherit it, take themselves for workers and, for one,
 # have pytest-benchmark refuse --benchmark-only. They are runs of their own: the marks go.
 XDIST_ENVIRONMENT = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
