@@ -4,6 +4,7 @@ HTTP and gRPC with the right numbers; a broken config fails with Triton's own lo
 from __future__ import annotations
 
 import concurrent.futures
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,8 +134,6 @@ def test_a_port_taken_before_triton_binds_it_is_not_answered_by_another_server(t
 def test_environment_reaches_the_server_process(tiny_repository, kind):
     """ServerSettings.environment (the lifecycle suite bounds glibc's malloc arenas with it) is in the
     environment tritonserver runs with, beside what the launcher sets itself."""
-    from pathlib import Path
-
     settings = ServerSettings(repository=tiny_repository, environment={"MALLOC_ARENA_MAX": "2"})
     with create_server(kind, settings) as server:
         if kind == "process":

@@ -40,6 +40,7 @@ def required(params: dict[str, str], key: str, kind=str):
 
 
 def flag(params: dict[str, str], key: str) -> bool:
+    """A "true"/"false" parameter; anything else is refused, so a typo never silently keeps the default."""
     if params[key] not in ("true", "false"):
         raise ConfigParameterError(f"config.pbtxt: parameter {key!r}={params[key]!r} is not 'true' or 'false'")
     return params[key] == "true"
